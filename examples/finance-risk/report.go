@@ -21,10 +21,10 @@ var palette = []color.Color{
 
 // Bars is the bar, evaluated on a result.
 type Bars struct {
-	BestSingle            int
+	BestSingle                          int
 	AUCOverBest, AUCOverLR, CostUnderLR bool
-	Retention, SpeedUp                 float64
-	RetentionOK, SpeedUpOK             bool
+	Retention, SpeedUp                  float64
+	RetentionOK, SpeedUpOK              bool
 }
 
 // CheckBars evaluates the bar on the fold means.

@@ -42,12 +42,12 @@ func QuickConfig() Config {
 
 // Members are the credit members trained on one set of applicants.
 type Members struct {
-	Enc       *finrisk.Encoder
-	TF        *agents.TokenTransformer
-	MLP       *agents.MLP
+	Enc          *finrisk.Encoder
+	TF           *agents.TokenTransformer
+	MLP          *agents.MLP
 	RuleA, RuleB float64 // calibration of the rule score: logit = A·score + B
-	Market    *MarketAgent
-	d         *Data
+	Market       *MarketAgent
+	d            *Data
 	// TFLoss and MLPLoss are the final training losses.
 	TFLoss, MLPLoss float64
 	tfInf, mlpInf   *agents.Infer // built on first use
