@@ -27,3 +27,7 @@ bench-compare:
 
 clean:
 	rm -rf out bin
+
+# Real data for examples/finance-risk (pinned, sha256-verified, idempotent; into data/).
+data:
+	bash examples/finance-risk/fetch-data.sh
