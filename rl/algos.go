@@ -340,7 +340,7 @@ type REINFORCEConfig struct {
 // "Simple Statistical Gradient-Following Algorithms for Connectionist
 // Reinforcement Learning", Machine Learning 8) with a moving-average baseline:
 //
-//	L = −agg_t sg(min(ρ_t, c))·(r − b)·log π(a_t),
+//	∇L = −agg_t min(ρ_t, c)·(r − b)·∇log π(a_t),
 //
 // where b is the exponential moving average of past batch mean rewards (the
 // first batch uses its own mean), ρ_t corrects stale samples and is 1 on-policy.

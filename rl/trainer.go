@@ -242,7 +242,7 @@ type objective int
 const (
 	// clipped surrogate −min(r·A, clip(r, 1−ε, 1+ε)·A) of PPO/GRPO.
 	clippedSurrogate objective = iota
-	// importance-weighted policy gradient −sg(min(r, c))·A·log π.
+	// importance-weighted policy gradient, gradient −min(r, c)·A·∇log π.
 	weightedPG
 )
 
@@ -337,12 +337,17 @@ func (sp *pgSpec) lossFor(idx []int) (LossFunc, *mbStats) {
 						clipped++
 					}
 				case weightedPG:
-					wt := ratio
-					if sp.truncIS > 0 && wt > sp.truncIS {
-						wt = sp.truncIS
+					// −A·f(ρ) with f(ρ) = ρ up to the cap c and
+					// c·(1 + log(ρ/c)) beyond: its gradient in log π is
+					// −min(ρ, c)·A, the truncated importance-weighted
+					// REINFORCE gradient, and it is C¹ at the cap.
+					c := sp.truncIS
+					if c > 0 && ratio > c {
+						term, g = -A*c*(1+math.Log(ratio/c)), -A*c
 						clipped++
+					} else {
+						term, g = -A*ratio, -A*ratio
 					}
-					term, g = -wt*A*l, -wt*A
 				}
 				pol += w * term
 				if sp.ref != nil {
