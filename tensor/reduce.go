@@ -237,3 +237,5 @@ func ClipScale(norm float64, maxNorm float64) float32 {
 	}
 	return float32(maxNorm / norm)
 }
+
+func sqrt64(x float64) float64 { return math.Sqrt(x) }
