@@ -228,22 +228,34 @@ func kScalar(op BinaryOp, name string, dst, a *gt.Dense, s float32, left bool) *
 }
 
 // AddScalar sets dst = a + s.
-func AddScalar(dst, a *gt.Dense, s float32) *gt.Dense { return kScalar(OpAdd, "AddScalar", dst, a, s, false) }
+func AddScalar(dst, a *gt.Dense, s float32) *gt.Dense {
+	return kScalar(OpAdd, "AddScalar", dst, a, s, false)
+}
 
 // SubScalar sets dst = a - s.
-func SubScalar(dst, a *gt.Dense, s float32) *gt.Dense { return kScalar(OpSub, "SubScalar", dst, a, s, false) }
+func SubScalar(dst, a *gt.Dense, s float32) *gt.Dense {
+	return kScalar(OpSub, "SubScalar", dst, a, s, false)
+}
 
 // MulScalar sets dst = a·s.
-func MulScalar(dst, a *gt.Dense, s float32) *gt.Dense { return kScalar(OpMul, "MulScalar", dst, a, s, false) }
+func MulScalar(dst, a *gt.Dense, s float32) *gt.Dense {
+	return kScalar(OpMul, "MulScalar", dst, a, s, false)
+}
 
 // DivScalar sets dst = a / s.
-func DivScalar(dst, a *gt.Dense, s float32) *gt.Dense { return kScalar(OpDiv, "DivScalar", dst, a, s, false) }
+func DivScalar(dst, a *gt.Dense, s float32) *gt.Dense {
+	return kScalar(OpDiv, "DivScalar", dst, a, s, false)
+}
 
 // ScalarSub sets dst = s - a.
-func ScalarSub(dst, a *gt.Dense, s float32) *gt.Dense { return kScalar(OpSub, "ScalarSub", dst, a, s, true) }
+func ScalarSub(dst, a *gt.Dense, s float32) *gt.Dense {
+	return kScalar(OpSub, "ScalarSub", dst, a, s, true)
+}
 
 // ScalarDiv sets dst = s / a.
-func ScalarDiv(dst, a *gt.Dense, s float32) *gt.Dense { return kScalar(OpDiv, "ScalarDiv", dst, a, s, true) }
+func ScalarDiv(dst, a *gt.Dense, s float32) *gt.Dense {
+	return kScalar(OpDiv, "ScalarDiv", dst, a, s, true)
+}
 
 // Apply sets dst = f(a) element-wise for the function op.
 func Apply(op UnaryOp, dst, a *gt.Dense) *gt.Dense {

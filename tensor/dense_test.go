@@ -47,9 +47,9 @@ func TestDenseBroadcast(t *testing.T) {
 	cases := []struct{ a, b []int }{
 		{[]int{7}, []int{7}},
 		{[]int{2, 3}, []int{2, 3}},
-		{[]int{4, 33}, []int{33}},       // bias row
-		{[]int{4, 33}, []int{4, 1}},     // per-row scalar
-		{[]int{1}, []int{3, 5}},         // scalar-like left
+		{[]int{4, 33}, []int{33}},        // bias row
+		{[]int{4, 33}, []int{4, 1}},      // per-row scalar
+		{[]int{1}, []int{3, 5}},          // scalar-like left
 		{[]int{3, 1, 5}, []int{1, 4, 1}}, // both broadcast
 		{[]int{2, 3, 4, 5}, []int{3, 1, 5}},
 		{[]int{1, 1}, []int{1, 1}},
