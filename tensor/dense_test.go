@@ -10,9 +10,9 @@ import (
 	gt "gorgonia.org/tensor"
 )
 
-// refBroadcast computes a op b with numpy broadcasting in float64 by walking
+// ktRefBroadcast computes a op b with numpy broadcasting in float64 by walking
 // every output index.
-func refBroadcast(op func(x, y float64) float64, a []float32, as []int, b []float32, bs []int) ([]float32, []int) {
+func ktRefBroadcast(op func(x, y float64) float64, a []float32, as []int, b []float32, bs []int) ([]float32, []int) {
 	r := max(len(as), len(bs))
 	pad := func(s []int) []int { return append(slices.Repeat([]int{1}, r-len(s)), s...) }
 	pa, pb := pad(as), pad(bs)
@@ -43,7 +43,7 @@ func refBroadcast(op func(x, y float64) float64, a []float32, as []int, b []floa
 }
 
 func TestDenseBroadcast(t *testing.T) {
-	rng := newRNG(20)
+	rng := ktNewRNG(20)
 	cases := []struct{ a, b []int }{
 		{[]int{7}, []int{7}},
 		{[]int{2, 3}, []int{2, 3}},
@@ -75,25 +75,25 @@ func TestDenseBroadcast(t *testing.T) {
 			}
 			a, b := RandN(rng, as...), RandN(rng, bs...)
 			for _, op := range ops {
-				want, wshape := refBroadcast(op.ref, Data(a), as, Data(b), bs)
+				want, wshape := ktRefBroadcast(op.ref, Data(a), as, Data(b), bs)
 				got := op.f(nil, a, b)
 				name := fmt.Sprintf("%s %v %v", op.name, as, bs)
 				if !slices.Equal([]int(got.Shape()), wshape) {
 					t.Errorf("%s: shape %v, want %v", name, got.Shape(), wshape)
 					continue
 				}
-				checkClose(t, name, want, Data(got), 1e-6, 0)
+				ktCheckClose(t, name, want, Data(got), 1e-6, 0)
 				// into a given destination
 				dst := New(wshape...)
 				if op.f(dst, a, b) != dst {
 					t.Errorf("%s: dst not returned", name)
 				}
-				checkClose(t, name+" (dst)", want, Data(dst), 1e-6, 0)
+				ktCheckClose(t, name+" (dst)", want, Data(dst), 1e-6, 0)
 			}
 		}
 	}
-	mustPanic(t, "Add mismatch", []string{"(2, 3)", "(4)"}, func() { Add(nil, New(2, 3), New(4)) })
-	mustPanic(t, "Add dst", []string{"(3, 3)", "[2 3]"}, func() { Add(New(3, 3), New(2, 3), New(3)) })
+	ktMustPanic(t, "Add mismatch", []string{"(2, 3)", "(4)"}, func() { Add(nil, New(2, 3), New(4)) })
+	ktMustPanic(t, "Add dst", []string{"(3, 3)", "[2 3]"}, func() { Add(New(3, 3), New(2, 3), New(3)) })
 	// scalar forms
 	a := RandN(rng, 3, 7)
 	for _, tc := range []struct {
@@ -112,7 +112,7 @@ func TestDenseBroadcast(t *testing.T) {
 		for i, v := range Data(a) {
 			want[i] = float32(tc.ref(float64(v)))
 		}
-		checkClose(t, tc.name, want, Data(tc.got), 1e-7, 0)
+		ktCheckClose(t, tc.name, want, Data(tc.got), 1e-7, 0)
 	}
 }
 
@@ -126,11 +126,11 @@ func TestDenseTransposedInput(t *testing.T) {
 	if diff := cmp.Diff(want, Data(got)); diff != "" {
 		t.Errorf("Add on transposed view (-want +got):\n%s", diff)
 	}
-	mustPanic(t, "Data of view", []string{"(3, 2)", "non-contiguous"}, func() { Data(a) })
+	ktMustPanic(t, "Data of view", []string{"(3, 2)", "non-contiguous"}, func() { Data(a) })
 }
 
 func TestDenseReduceSoftmax(t *testing.T) {
-	rng := newRNG(21)
+	rng := ktNewRNG(21)
 	for _, shape := range [][]int{{7}, {3, 5}, {2, 3, 4}, {1, 33, 2}, {4, 1, 257}} {
 		a := RandN(rng, shape...)
 		for axis := -1; axis < len(shape); axis++ {
@@ -170,7 +170,7 @@ func TestDenseReduceSoftmax(t *testing.T) {
 				if !slices.Equal([]int(tc.got.Shape()), wantShape) && !(len(wantShape) == 0 && tc.got.IsScalar()) {
 					t.Errorf("%s %s: shape %v, want %v", tc.op, name, tc.got.Shape(), wantShape)
 				}
-				checkClose(t, tc.op+" "+name, tc.want, Data(tc.got), 1e-5, 1e-6)
+				ktCheckClose(t, tc.op+" "+name, tc.want, Data(tc.got), 1e-5, 1e-6)
 			}
 			mean := Data(Mean(nil, a, axis))
 			for i := range sum {
@@ -182,26 +182,26 @@ func TestDenseReduceSoftmax(t *testing.T) {
 				t.Errorf("ArgMax %s:\n%s", name, diff)
 			}
 			for _, log := range []bool{false, true} {
-				want := to32(refSoftmaxAxis(to64(x), outer, n, inner, log))
+				want := ktTo32(ktRefSoftmaxAxis(ktTo64(x), outer, n, inner, log))
 				var got *gt.Dense
 				if log {
 					got = LogSoftmax(nil, a, axis)
 				} else {
 					got = Softmax(nil, a, axis)
 				}
-				checkClose(t, fmt.Sprintf("Softmax log=%v %s", log, name), want, Data(got), 1e-5, 1e-7)
+				ktCheckClose(t, fmt.Sprintf("Softmax log=%v %s", log, name), want, Data(got), 1e-5, 1e-7)
 			}
 		}
 	}
 	if got := SumAll(FromSlice([]float32{1, 2, 3.5}, 3)); got != 6.5 {
 		t.Errorf("SumAll = %v, want 6.5", got)
 	}
-	mustPanic(t, "Sum axis", []string{"axis 2", "(3, 4)"}, func() { Sum(nil, New(3, 4), 2) })
-	mustPanic(t, "Max empty", []string{"(3, 0)"}, func() { Max(nil, New(3, 0), 1) })
+	ktMustPanic(t, "Sum axis", []string{"axis 2", "(3, 4)"}, func() { Sum(nil, New(3, 4), 2) })
+	ktMustPanic(t, "Max empty", []string{"(3, 0)"}, func() { Max(nil, New(3, 0), 1) })
 }
 
 func TestDenseUnaryLayerNormMatMul(t *testing.T) {
-	rng := newRNG(22)
+	rng := ktNewRNG(22)
 	a := RandN(rng, 5, 33)
 	for _, tc := range []struct {
 		op  UnaryOp
@@ -210,15 +210,15 @@ func TestDenseUnaryLayerNormMatMul(t *testing.T) {
 	}{
 		{OpExp, Exp, math.Exp},
 		{OpTanh, Tanh, math.Tanh},
-		{OpSigmoid, Sigmoid, refSigmoid},
+		{OpSigmoid, Sigmoid, ktRefSigmoid},
 		{OpReLU, ReLU, func(x float64) float64 { return math.Max(x, 0) }},
-		{OpGELU, Gelu, refGELU},
+		{OpGELU, Gelu, ktRefGELU},
 	} {
 		want := make([]float32, 5*33)
 		for i, v := range Data(a) {
 			want[i] = float32(tc.ref(float64(v)))
 		}
-		checkClose(t, tc.op.String(), want, Data(tc.f(nil, a)), 2e-6, 1e-10)
+		ktCheckClose(t, tc.op.String(), want, Data(tc.f(nil, a)), 2e-6, 1e-10)
 		// backward via the Dense API against a central difference of the float64 function
 		dy := RandN(rng, 5, 33)
 		y := tc.f(nil, a)
@@ -228,17 +228,17 @@ func TestDenseUnaryLayerNormMatMul(t *testing.T) {
 			x := float64(v)
 			wd[i] = float32(float64(Data(dy)[i]) * (tc.ref(x+1e-6) - tc.ref(x-1e-6)) / 2e-6)
 		}
-		checkClose(t, tc.op.String()+" backward", wd, Data(dx), 1e-4, 1e-5)
+		ktCheckClose(t, tc.op.String()+" backward", wd, Data(dx), 1e-4, 1e-5)
 	}
 	logIn := Exp(nil, a)
-	checkClose(t, "Log(Exp)", Data(a), Data(Log(nil, logIn)), 1e-5, 1e-6)
+	ktCheckClose(t, "Log(Exp)", Data(a), Data(Log(nil, logIn)), 1e-5, 1e-6)
 
 	// LayerNorm over the last axis of a 3-D tensor
 	x := RandN(rng, 2, 3, 7)
 	g, b := RandN(rng, 7), RandN(rng, 7)
 	y, mean, rstd := LayerNorm(nil, x, g, b, 1e-5)
-	wy, _, _ := refLayerNorm(to64(Data(x)), to64(Data(g)), to64(Data(b)), 6, 7, 1e-5)
-	checkClose(t, "LayerNorm", to32(wy), Data(y), 1e-4, 1e-5)
+	wy, _, _ := ktRefLayerNorm(ktTo64(Data(x)), ktTo64(Data(g)), ktTo64(Data(b)), 6, 7, 1e-5)
+	ktCheckClose(t, "LayerNorm", ktTo32(wy), Data(y), 1e-4, 1e-5)
 	if !slices.Equal([]int(mean.Shape()), []int{2, 3}) || !slices.Equal([]int(rstd.Shape()), []int{2, 3}) {
 		t.Errorf("LayerNorm stats shapes %v %v, want (2, 3)", mean.Shape(), rstd.Shape())
 	}
@@ -246,10 +246,10 @@ func TestDenseUnaryLayerNormMatMul(t *testing.T) {
 	dx, dg, db := LayerNormBackward(nil, nil, nil, dy, x, mean, rstd, g)
 	dxs, dgs, dbs := make([]float32, 42), make([]float32, 7), make([]float32, 7)
 	LayerNormBackwardRows(dxs, dgs, dbs, Data(dy), Data(x), Data(mean), Data(rstd), Data(g), 6, 7)
-	checkClose(t, "LayerNormBackward dx", dxs, Data(dx), 0, 0)
-	checkClose(t, "LayerNormBackward dgamma", dgs, Data(dg), 0, 0)
-	checkClose(t, "LayerNormBackward dbeta", dbs, Data(db), 0, 0)
-	mustPanic(t, "LayerNorm gamma", []string{"(2, 3, 7)", "(6)"}, func() { LayerNorm(nil, x, New(6), b, 1e-5) })
+	ktCheckClose(t, "LayerNormBackward dx", dxs, Data(dx), 0, 0)
+	ktCheckClose(t, "LayerNormBackward dgamma", dgs, Data(dg), 0, 0)
+	ktCheckClose(t, "LayerNormBackward dbeta", dbs, Data(db), 0, 0)
+	ktMustPanic(t, "LayerNorm gamma", []string{"(2, 3, 7)", "(6)"}, func() { LayerNorm(nil, x, New(6), b, 1e-5) })
 
 	// MatMul: 2-D, transposes, batched, shared b
 	for _, tc := range []struct {
@@ -308,13 +308,13 @@ func TestDenseUnaryLayerNormMatMul(t *testing.T) {
 				}
 			}
 		}
-		checkClose(t, fmt.Sprintf("MatMul %v %v %v %v", tc.as, tc.bs, tc.ta, tc.tb), want, Data(got), 1e-5, 1e-5)
+		ktCheckClose(t, fmt.Sprintf("MatMul %v %v %v %v", tc.as, tc.bs, tc.ta, tc.tb), want, Data(got), 1e-5, 1e-5)
 	}
-	mustPanic(t, "MatMul shapes", []string{"(2, 3)", "(4, 5)"}, func() { MatMul(nil, New(2, 3), New(4, 5)) })
+	ktMustPanic(t, "MatMul shapes", []string{"(2, 3)", "(4, 5)"}, func() { MatMul(nil, New(2, 3), New(4, 5)) })
 }
 
 func TestDenseEmbeddingAdamW(t *testing.T) {
-	rng := newRNG(23)
+	rng := ktNewRNG(23)
 	table := RandN(rng, 10, 4)
 	ids := []int{9, 0, 9}
 	e := Embedding(nil, table, ids)
@@ -328,7 +328,7 @@ func TestDenseEmbeddingAdamW(t *testing.T) {
 	if got := Data(dt)[9*4]; got != 2 {
 		t.Errorf("EmbeddingBackward row 9 = %v, want 2", got)
 	}
-	mustPanic(t, "EmbeddingBackward", []string{"(10, 4)", "(2, 4)", "3 ids"}, func() { EmbeddingBackward(dt, New(2, 4), ids) })
+	ktMustPanic(t, "EmbeddingBackward", []string{"(10, 4)", "(2, 4)", "3 ids"}, func() { EmbeddingBackward(dt, New(2, 4), ids) })
 
 	p, g := RandN(rng, 3, 3), RandN(rng, 3, 3)
 	ps := slices.Clone(Data(p))
@@ -337,60 +337,60 @@ func TestDenseEmbeddingAdamW(t *testing.T) {
 	hp := AdamWParams{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: 0.01, Step: 1}
 	AdamWStep(p, g, m, v, hp)
 	AdamW(ps, Data(g), ms, vs, hp)
-	checkClose(t, "AdamWStep", ps, Data(p), 0, 0)
+	ktCheckClose(t, "AdamWStep", ps, Data(p), 0, 0)
 	if got, want := GlobalNormOf(g, g), math.Sqrt(2*SumSquares(Data(g))); math.Abs(got-want) > 1e-9*want {
 		t.Errorf("GlobalNormOf = %v, want %v", got, want)
 	}
-	mustPanic(t, "AdamWStep shapes", []string{"(3, 3)", "(9)"}, func() { AdamWStep(p, New(9), m, v, hp) })
+	ktMustPanic(t, "AdamWStep shapes", []string{"(3, 3)", "(9)"}, func() { AdamWStep(p, New(9), m, v, hp) })
 }
 
-// recordingEngine stands in for a device engine (say CUDA): a distinct
+// ktRecordingEngine stands in for a device engine (say CUDA): a distinct
 // engine type whose tensors must be routed to its own backend.
-type recordingEngine struct{ gt.StdEng }
+type ktRecordingEngine struct{ gt.StdEng }
 
-type recordingBackend struct {
+type ktRecordingBackend struct {
 	CPUBackend
 	calls []string
 }
 
-func (r *recordingBackend) Name() string { return "recording" }
-func (r *recordingBackend) Softmax(dst, src *gt.Dense, axis int, log bool) {
+func (r *ktRecordingBackend) Name() string { return "recording" }
+func (r *ktRecordingBackend) Softmax(dst, src *gt.Dense, axis int, log bool) {
 	r.calls = append(r.calls, fmt.Sprintf("softmax axis=%d log=%v", axis, log))
 	r.CPUBackend.Softmax(dst, src, axis, log)
 }
-func (r *recordingBackend) Binary(op BinaryOp, dst, a, b *gt.Dense) {
+func (r *ktRecordingBackend) Binary(op BinaryOp, dst, a, b *gt.Dense) {
 	r.calls = append(r.calls, "binary "+op.String())
 	r.CPUBackend.Binary(op, dst, a, b)
 }
 
 func TestBackendDispatch(t *testing.T) {
-	rb := &recordingBackend{}
-	RegisterBackend(recordingEngine{}, rb)
-	defer RegisterBackend(recordingEngine{}, nil)
+	rb := &ktRecordingBackend{}
+	RegisterBackend(ktRecordingEngine{}, rb)
+	defer RegisterBackend(ktRecordingEngine{}, nil)
 
-	dev := gt.New(gt.WithShape(2, 3), gt.Of(gt.Float32), gt.WithEngine(recordingEngine{}))
+	dev := gt.New(gt.WithShape(2, 3), gt.Of(gt.Float32), gt.WithEngine(ktRecordingEngine{}))
 	copy(Data(dev), []float32{1, 2, 3, 4, 5, 6})
 	host := FromSlice([]float32{1, 2, 3}, 3)
 	if BackendOf(dev) != rb || BackendOf(host) != CPU {
 		t.Fatalf("BackendOf: device %v, host %v", BackendOf(dev).Name(), BackendOf(host).Name())
 	}
 	out := Softmax(nil, dev, -1)
-	if _, ok := out.Engine().(recordingEngine); !ok {
-		t.Errorf("Softmax result allocated on engine %T, want recordingEngine", out.Engine())
+	if _, ok := out.Engine().(ktRecordingEngine); !ok {
+		t.Errorf("Softmax result allocated on engine %T, want ktRecordingEngine", out.Engine())
 	}
 	Add(nil, dev, out)
 	if diff := cmp.Diff([]string{"softmax axis=1 log=false", "binary add"}, rb.calls); diff != "" {
 		t.Errorf("device backend calls (-want +got):\n%s", diff)
 	}
-	mustPanic(t, "mixed backends", []string{"recording", "cpu"}, func() { Add(nil, dev, host) })
+	ktMustPanic(t, "mixed backends", []string{"recording", "cpu"}, func() { Add(nil, dev, host) })
 }
 
 func TestConstructors(t *testing.T) {
 	if got := FromSlice([]float32{1, 2, 3, 4, 5, 6}, 2, 3); !slices.Equal([]int(got.Shape()), []int{2, 3}) {
 		t.Errorf("FromSlice shape %v", got.Shape())
 	}
-	mustPanic(t, "FromSlice", []string{"[2 2]", "4", "3"}, func() { FromSlice([]float32{1, 2, 3}, 2, 2) })
-	a, b := RandN(newRNG(5), 4, 4), RandN(newRNG(5), 4, 4)
+	ktMustPanic(t, "FromSlice", []string{"[2 2]", "4", "3"}, func() { FromSlice([]float32{1, 2, 3}, 2, 2) })
+	a, b := RandN(ktNewRNG(5), 4, 4), RandN(ktNewRNG(5), 4, 4)
 	if diff := cmp.Diff(Data(a), Data(b)); diff != "" {
 		t.Errorf("RandN with the same seed differs:\n%s", diff)
 	}
@@ -400,5 +400,5 @@ func TestConstructors(t *testing.T) {
 	if f := Full(2.5, 2); Data(f)[1] != 2.5 {
 		t.Errorf("Full = %v", Data(f))
 	}
-	mustPanic(t, "Data dtype", []string{"float64"}, func() { Data(gt.New(gt.WithShape(2), gt.Of(gt.Float64))) })
+	ktMustPanic(t, "Data dtype", []string{"float64"}, func() { Data(gt.New(gt.WithShape(2), gt.Of(gt.Float64))) })
 }
