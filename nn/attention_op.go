@@ -68,14 +68,14 @@ func (r *ropeTable) rotate(x []float32, pos int, inverse bool) {
 // attnCore runs scaled dot-product attention (Vaswani et al. 2017) for all
 // batch rows and heads with strided Gemms straight on the projected inputs.
 type attnCore struct {
-	b, tq, tk, h, dh   int
-	ldq, ldk, ldv      int // row strides of the q, k, v sources
-	qo, ko, vo         int // column offsets of q, k, v within their rows
-	causal             bool
-	scale              float32
-	p, dp              []float32 // saved probabilities [B,H,Tq,Tk], scratch
-	lens               []int
-	hasLens            bool
+	b, tq, tk, h, dh int
+	ldq, ldk, ldv    int // row strides of the q, k, v sources
+	qo, ko, vo       int // column offsets of q, k, v within their rows
+	causal           bool
+	scale            float32
+	p, dp            []float32 // saved probabilities [B,H,Tq,Tk], scratch
+	lens             []int
+	hasLens          bool
 }
 
 func (a *attnCore) setLens(l []float32) {

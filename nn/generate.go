@@ -49,12 +49,12 @@ type Generation struct {
 
 // genState is one request's decoding state.
 type genState struct {
-	tokens []int // prompt + generated
+	tokens  []int // prompt + generated
 	nPrompt int
-	k, v   [][]float32 // per layer, MaxLen×D (keys after rotary rotation)
-	rng    *rand.Rand
-	out    Generation
-	done   bool
+	k, v    [][]float32 // per layer, MaxLen×D (keys after rotary rotation)
+	rng     *rand.Rand
+	out     Generation
+	done    bool
 }
 
 // Generate samples continuations of every prompt, batched: all prompts are

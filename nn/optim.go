@@ -43,12 +43,12 @@ type Optimizer interface {
 // AdamW (Loshchilov & Hutter 2019): decay is applied to the weights
 // directly, lr·wd·w, and skipped for parameters marked NoDecay.
 type Adam struct {
-	LR                 Schedule
-	Beta1, Beta2, Eps  float64
-	WeightDecay        float64
-	Decoupled          bool
-	step               int
-	m, v               map[string][]float32
+	LR                Schedule
+	Beta1, Beta2, Eps float64
+	WeightDecay       float64
+	Decoupled         bool
+	step              int
+	m, v              map[string][]float32
 }
 
 // NewAdam returns Adam with β = (0.9, 0.999), ε = 1e-8 and no weight decay.
