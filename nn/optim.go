@@ -3,6 +3,8 @@ package nn
 import (
 	"fmt"
 	"math"
+
+	kern "github.com/troupe-ml/troupe/tensor"
 )
 
 // Schedule gives the learning rate for optimizer step t (0-based).
@@ -90,6 +92,11 @@ func (a *Adam) Update(params []*Param) {
 		wd := float32(0)
 		if !p.NoDecay {
 			wd = float32(a.WeightDecay)
+		}
+		if a.Decoupled || wd == 0 {
+			kern.AdamW(w, p.Grad, m, v, kern.AdamWParams{LR: float32(lr), Beta1: fb1, Beta2: fb2,
+				Eps: eps, WeightDecay: wd, Step: a.step})
+			continue
 		}
 		decay := float32(1)
 		if a.Decoupled {
