@@ -56,7 +56,7 @@ func LayerNorm(s *nn.Scope, x *G.Node) *G.Node {
 		}
 		return G.NewMatrix(g, ts.Float32, G.WithShape(n, 1), G.WithValue(d), G.WithName(s.Name()+name))
 	}
-	avg := col(d, 1/float32(d), ".avg")            // d×1
+	avg := col(d, 1/float32(d), ".avg")             // d×1
 	onesD := must(G.Transpose(col(d, 1, ".onesD"))) // 1×d
 	onesR := col(rows, 1, ".onesR")                 // rows×1
 	mean := must(G.Mul(x, avg))                     // rows×1
