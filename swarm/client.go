@@ -393,14 +393,18 @@ func (cc *ChatClient) Stream(ctx context.Context, req ChatRequest, f func(ChatCh
 // episode on clients[i]. It returns one result per episode, or an error.
 type Workflow func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error)
 
-// RunWorkflow begins one episode on every client, runs wf, and then either
+// RunWorkflow begins one episode on every client (with opts[i], or opts[0]
+// for all when there is one), runs wf, and then either
 // ends all episodes with their own rewards or, when anything fails (a
 // claim, the workflow, a panic, a non-finite reward), aborts all of them, so
 // that no model receives a partial multi-model rollout. Results are
 // validated before the first end_episode; should an end_episode itself fail
 // midway, the remaining episodes are aborted and the error is returned (the
 // ones already ended cannot be recalled).
-func RunWorkflow(ctx context.Context, clients []*Client, o BeginOptions, taskID string, wf Workflow) (results []WorkflowResult, err error) {
+func RunWorkflow(ctx context.Context, clients []*Client, opts []BeginOptions, taskID string, wf Workflow) (results []WorkflowResult, err error) {
+	if len(opts) != 1 && len(opts) != len(clients) {
+		return nil, fmt.Errorf("swarm: RunWorkflow: %d begin options for %d clients", len(opts), len(clients))
+	}
 	eps := make([]*Episode, 0, len(clients))
 	abortAll := func(from int) {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -409,7 +413,11 @@ func RunWorkflow(ctx context.Context, clients []*Client, o BeginOptions, taskID 
 			ep.client.AbortEpisode(actx, ep)
 		}
 	}
-	for _, c := range clients {
+	for i, c := range clients {
+		o := opts[0]
+		if len(opts) > 1 {
+			o = opts[i]
+		}
 		ep, err := c.BeginEpisode(ctx, o)
 		if err != nil {
 			abortAll(0)

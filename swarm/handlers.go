@@ -391,6 +391,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		ep := &episode{id: id, client: client, kind: kind, key: newKey(id), taskHint: hint,
 			lastActive: time.Now(), timeout: time.Duration(to * float64(time.Second))}
 		s.episodes[id] = ep
+		s.acct.Claimed++
 		if kind == EpisodeTrain {
 			s.openTrain++
 		}
@@ -486,6 +487,8 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	s.m.rewardSum.WithLabelValues(ep.kind).Add(reward)
 	s.m.rewardCount.WithLabelValues(ep.kind).Inc()
 	if ep.kind == EpisodeTrain {
+		s.acct.Ended++
+		s.acct.EndedRewardSum += reward
 		fe := &finishedEpisode{id: id, taskID: task, client: client, reward: reward, samples: ep.samples, minVersion: -1}
 		for i := range fe.samples {
 			fe.samples[i].TaskID = task
@@ -498,6 +501,10 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 		if lim := 8 * s.train.BatchSize * s.train.NumRepeat; len(s.finished) > lim {
 			n := len(s.finished) - lim
 			s.m.dropped.WithLabelValues("overflow").Add(float64(n))
+			for _, fe := range s.finished[:n] {
+				s.acct.Dropped++
+				s.acct.DroppedRewardSum += fe.reward
+			}
 			s.finished = append(s.finished[:0:0], s.finished[n:]...)
 		}
 		s.maybeTriggerLocked()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -63,3 +64,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+type httpTestServer = httptest.Server
+
+func newHTTPTestServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }

@@ -100,6 +100,7 @@ type Server struct {
 	bootStart  time.Time
 	lastStats  map[string]float64
 	training   bool
+	acct       Accounting
 	step       atomic.Int64
 
 	trainReq chan struct{}
@@ -386,6 +387,12 @@ func (s *Server) closeLocked(id string, ep *episode, reason string) {
 	s.closedRing[s.closedPos] = id
 	s.closedPos = (s.closedPos + 1) % len(s.closedRing)
 	s.closed[id] = closedInfo{reason: reason, client: ep.client}
+	switch reason {
+	case "reclaimed":
+		s.acct.Reclaimed++
+	case "aborted":
+		s.acct.Aborted++
+	}
 	s.m.open.Set(float64(len(s.episodes)))
 	s.m.episodes.WithLabelValues(reason).Inc()
 }
@@ -458,6 +465,8 @@ func (s *Server) selectBatchLocked(take bool) ([]*finishedEpisode, bool) {
 		for _, fe := range s.finished {
 			if fe.minVersion >= 0 && cur-fe.minVersion > tc.MaxStaleness {
 				s.m.dropped.WithLabelValues("stale").Inc()
+				s.acct.Dropped++
+				s.acct.DroppedRewardSum += fe.reward
 				continue
 			}
 			kept = append(kept, fe)
@@ -524,6 +533,8 @@ func (s *Server) selectBatchLocked(take bool) ([]*finishedEpisode, bool) {
 				batch = append(batch, fe)
 			case dummy[fe.taskID]:
 				s.m.dropped.WithLabelValues("dummy").Inc()
+				s.acct.Dropped++
+				s.acct.DroppedRewardSum += fe.reward
 			default:
 				rest = append(rest, fe)
 			}
@@ -602,6 +613,10 @@ func (s *Server) trainOnce() {
 			rsum += fe.reward
 		}
 		s.m.batchReward.Set(rsum / float64(len(batch)))
+		s.mu.Lock()
+		s.acct.TrainedEpisodes += int64(len(batch))
+		s.acct.TrainedRewardSum += rsum
+		s.mu.Unlock()
 		start := time.Now()
 		s.modelMu.Lock()
 		if len(samples) > 0 {
@@ -641,6 +656,39 @@ func (s *Server) trainOnce() {
 			s.log.Error("checkpoint failed", "err", err)
 		}
 	}
+}
+
+// Accounting tracks where finished train episodes went.
+type Accounting struct {
+	Ended                       int64   // train episodes ended with a reward
+	EndedRewardSum              float64 // sum of their rewards
+	TrainedEpisodes             int64   // episodes handed to a training step
+	TrainedRewardSum            float64
+	Dropped                     int64 // stale, dummy or overflow episodes never trained on
+	DroppedRewardSum            float64
+	Buffered                    int64 // waiting for the next batch
+	BufferedRewardSum           float64
+	Reclaimed, Aborted, Claimed int64
+}
+
+// Accounting returns the episode accounting (tests use it to show that no
+// finished episode's reward is lost).
+func (s *Server) Accounting() Accounting {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.acct
+	for _, fe := range s.finished {
+		a.Buffered++
+		a.BufferedRewardSum += fe.reward
+	}
+	return a
+}
+
+// WithModel calls f with the model while no training step can run.
+func (s *Server) WithModel(f func(Model)) {
+	s.modelMu.RLock()
+	defer s.modelMu.RUnlock()
+	f(s.model)
 }
 
 // LastTrainStats returns the statistics of the last training step.

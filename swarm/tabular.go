@@ -42,9 +42,9 @@ type TabularConfig struct {
 
 // Presets are the tabular model sizes the command line knows.
 var Presets = map[string]TabularConfig{
-	"tiny":   {Name: "tiny", Order: 1, Optimizer: "sgd", LR: 2, MaxGradNorm: 0, InitScale: 0.01, Seed: 1},
-	"small":  {Name: "small", Order: 1, Optimizer: "adam", LR: 0.05, MaxGradNorm: 1, InitScale: 0.01, Seed: 2},
-	"medium": {Name: "medium", Order: 2, Rows: 4096, Optimizer: "adam", LR: 0.05, MaxGradNorm: 1, InitScale: 0.01, Seed: 3},
+	"tiny":   {Name: "tiny", Order: 1, Optimizer: "sgd", LR: 20, MaxGradNorm: 0, InitScale: 0.01, Seed: 1},
+	"small":  {Name: "small", Order: 1, Optimizer: "adam", LR: 0.2, MaxGradNorm: 1, InitScale: 0.01, Seed: 2},
+	"medium": {Name: "medium", Order: 2, Rows: 1024, Optimizer: "adam", LR: 0.2, MaxGradNorm: 1, InitScale: 0.01, Seed: 3},
 }
 
 // TabularPolicy is a byte-level softmax policy whose logits are a table
@@ -59,6 +59,8 @@ type TabularPolicy struct {
 	grad    []float64
 	m, v    []float64 // Adam moments
 	t       int64     // Adam step count
+	touched []int     // rows with a non-zero gradient since the last Step
+	isTouch []bool
 	version int64
 }
 
@@ -84,6 +86,7 @@ func NewTabularPolicy(cfg TabularConfig) *TabularPolicy {
 	p.grad = make([]float64, len(p.W))
 	p.m = make([]float64, len(p.W))
 	p.v = make([]float64, len(p.W))
+	p.isTouch = make([]bool, rows)
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x7ab))
 	for i := range p.W {
 		p.W[i] = float32(r.NormFloat64() * cfg.InitScale)
@@ -203,6 +206,10 @@ func (p *TabularPolicy) ForwardBackward(batch []rl.Sample, loss rl.LossFunc) err
 			if g == 0 {
 				return
 			}
+			if !p.isTouch[row] {
+				p.isTouch[row] = true
+				p.touched = append(p.touched, row)
+			}
 			p.logSoftmaxRow(ls, row, 1)
 			gr := p.grad[row*ByteVocab : (row+1)*ByteVocab]
 			for k, l := range ls {
@@ -215,17 +222,22 @@ func (p *TabularPolicy) ForwardBackward(batch []rl.Sample, loss rl.LossFunc) err
 }
 
 // Step implements rl.Policy: one SGD or Adam step on the accumulated
-// gradient (after global-norm clipping), then the gradient is cleared.
+// gradient (after global-norm clipping), then the gradient is cleared. Only
+// rows that received a gradient are updated: for SGD that is exact, for Adam
+// it is the "lazy" variant (moments of untouched rows are not decayed), which
+// keeps a step proportional to the rows visited rather than the table size.
 func (p *TabularPolicy) Step() (rl.StepInfo, error) {
 	var n2 float64
-	for _, g := range p.grad {
-		n2 += g * g
+	for _, r := range p.touched {
+		for _, g := range p.grad[r*ByteVocab : (r+1)*ByteVocab] {
+			n2 += g * g
+		}
 	}
 	norm := math.Sqrt(n2)
 	info := rl.StepInfo{GradNorm: norm}
+	defer p.clearGrad()
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		info.Skipped = true
-		clear(p.grad)
 		return info, nil
 	}
 	scale := 1.0
@@ -235,26 +247,37 @@ func (p *TabularPolicy) Step() (rl.StepInfo, error) {
 	lr := p.cfg.LR
 	switch p.cfg.Optimizer {
 	case "sgd":
-		for i, g := range p.grad {
-			p.W[i] -= float32(lr * g * scale)
+		for _, r := range p.touched {
+			for i := r * ByteVocab; i < (r+1)*ByteVocab; i++ {
+				p.W[i] -= float32(lr * p.grad[i] * scale)
+			}
 		}
 	case "adam":
 		const b1, b2, eps = 0.9, 0.999, 1e-8
 		p.t++
 		c1 := 1 - math.Pow(b1, float64(p.t))
 		c2 := 1 - math.Pow(b2, float64(p.t))
-		for i, g := range p.grad {
-			g *= scale
-			p.m[i] = b1*p.m[i] + (1-b1)*g
-			p.v[i] = b2*p.v[i] + (1-b2)*g*g
-			p.W[i] -= float32(lr * (p.m[i] / c1) / (math.Sqrt(p.v[i]/c2) + eps))
+		for _, r := range p.touched {
+			for i := r * ByteVocab; i < (r+1)*ByteVocab; i++ {
+				g := p.grad[i] * scale
+				p.m[i] = b1*p.m[i] + (1-b1)*g
+				p.v[i] = b2*p.v[i] + (1-b2)*g*g
+				p.W[i] -= float32(lr * (p.m[i] / c1) / (math.Sqrt(p.v[i]/c2) + eps))
+			}
 		}
 	default:
 		return info, fmt.Errorf("swarm: unknown optimizer %q", p.cfg.Optimizer)
 	}
-	clear(p.grad)
 	p.version++
 	return info, nil
+}
+
+func (p *TabularPolicy) clearGrad() {
+	for _, r := range p.touched {
+		clear(p.grad[r*ByteVocab : (r+1)*ByteVocab])
+		p.isTouch[r] = false
+	}
+	p.touched = p.touched[:0]
 }
 
 // Version implements rl.Policy.
@@ -534,7 +557,7 @@ func (m *TabularModel) Load(r io.Reader) error {
 	copy(p.W, ts["logits"].F32)
 	copy(p.m, ts["adam.m"].F64)
 	copy(p.v, ts["adam.v"].F64)
-	clear(p.grad)
+	p.clearGrad()
 	p.t, p.version = at, ver
 	return nil
 }
