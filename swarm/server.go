@@ -101,6 +101,7 @@ type Server struct {
 	lastStats  map[string]float64
 	training   bool
 	acct       Accounting
+	booted     atomic.Bool // true once the model was loaded (or found fresh) by a boot
 	step       atomic.Int64
 
 	trainReq chan struct{}
@@ -226,6 +227,7 @@ func (s *Server) boot() error {
 		return err
 	}
 	s.status, s.detail = StatusRolling, "collecting episodes"
+	s.booted.Store(true)
 	s.m.setStatus(s.status)
 	s.log.Info("engine rolling", "global_step", s.step.Load())
 	return nil
@@ -308,14 +310,18 @@ func (s *Server) stopLocked() {
 }
 
 // Close stops the background goroutines and, with a CheckpointDir, writes a
-// final checkpoint (what the binary does on SIGTERM). The handler must not be
-// used afterwards.
+// final checkpoint (what the binary does on SIGTERM) — but only if the engine
+// ever booted, so that a server whose boot failed never overwrites the last
+// good checkpoint with untrained weights. The handler must not be used
+// afterwards.
 func (s *Server) Close() error {
 	var err error
 	s.closeMu.Do(func() {
 		close(s.stopCh)
 		s.wg.Wait()
-		err = s.Checkpoint()
+		if s.booted.Load() {
+			err = s.Checkpoint()
+		}
 	})
 	return err
 }
