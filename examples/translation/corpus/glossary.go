@@ -389,3 +389,19 @@ func LoadDir(dir string) (*Dataset, error) {
 	}
 	return d, nil
 }
+
+// NewGlossary builds a glossary from terms (English matched case-insensitively;
+// a later duplicate replaces an earlier one).
+func NewGlossary(terms []Term) *Glossary {
+	g := &Glossary{byEn: map[string]int{}}
+	for _, t := range terms {
+		t.En = strings.ToLower(t.En)
+		if i, ok := g.byEn[t.En]; ok {
+			g.Terms[i] = t
+			continue
+		}
+		g.byEn[t.En] = len(g.Terms)
+		g.Terms = append(g.Terms, t)
+	}
+	return g
+}
