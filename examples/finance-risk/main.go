@@ -240,6 +240,24 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 				return nil, err
 			}
 		}
+		// Platt scaling of the fused logit on the out-of-fold outputs, so
+		// that the decision policy starts from the Bayes rule of a
+		// calibrated score (monotone: the AUC is unchanged).
+		{
+			x := make([]float32, len(ztr[pipeline.Orig]))
+			copy(x, ztr[pipeline.Orig])
+			pl := finrisk.LogReg{L2: 1e-6}
+			if err := pl.Fit(x, len(x), 1, ytr); err != nil {
+				return nil, err
+			}
+			for v := 0; v < pipeline.NumVariants; v++ {
+				for _, z := range [][]float32{ztr[v], zte[v]} {
+					for i := range z {
+						z[i] = float32(pl.W[0]*float64(z[i]) + pl.B)
+					}
+				}
+			}
+		}
 		res.Attention = append(res.Attention, att...)
 		for _, j := range test {
 			res.MarketOK = append(res.MarketOK, d.MarketOK[j])
