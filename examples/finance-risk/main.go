@@ -122,7 +122,7 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 	}
 	res.Market = mk
 	logf("market agent: held-out (from %s) log-vol RMSE %.4f vs naive %.4f", mk.SplitDate.Format("2006-01-02"), mk.RMSE, mk.NaiveRMSE)
-	rw := DynamicReward{Base: 1, Innov0: 0.5, Safety0: 0.05, Safety1: 0.3}
+	rw := DefaultReward()
 	for f, test := range d.Folds {
 		fs := time.Now()
 		train := finrisk.TrainIndices(len(d.Credit.Rows), test)

@@ -8,6 +8,7 @@ import (
 	"github.com/troupe-ml/troupe/ensemble"
 	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/rl/reward"
 )
 
 // Actions of the decision policy.
@@ -159,66 +160,34 @@ func (p *LinearPolicy) Step() (rl.StepInfo, error) {
 // Version implements rl.Policy.
 func (p *LinearPolicy) Version() int64 { return p.version }
 
-// grpoLoss is the group-relative policy-gradient loss (GRPO, Shao et al.
-// 2024, without the clipping and KL terms since every batch is on-policy)
-// with the group mean as baseline but without dividing by the group's
-// standard deviation, as in Dr. GRPO (Liu et al. 2025): A = r - mean_group(r),
-// loss = -mean(A · log pi). Dividing by the deviation would give a bad
-// applicant's 5-cost mistake the same weight as a good applicant's 1-cost
-// one and wipe out the cost matrix (measured: the policy then approves
-// nearly everyone).
-func grpoLoss(batch []rl.Sample) rl.LossFunc {
-	adv := make([]float64, len(batch))
-	groups := map[string][]int{}
-	for i, s := range batch {
-		groups[s.TaskID] = append(groups[s.TaskID], i)
-	}
-	for _, idx := range groups {
-		var mu float64
-		for _, i := range idx {
-			mu += batch[i].Reward
-		}
-		mu /= float64(len(idx))
-		for _, i := range idx {
-			adv[i] = batch[i].Reward - mu
-		}
-	}
-	return func(logp, _ [][]float32) (float64, [][]float32, [][]float32) {
-		n := float64(len(logp))
-		var loss float64
-		d := make([][]float32, len(logp))
-		for i := range logp {
-			d[i] = make([]float32, len(logp[i]))
-			for k := range logp[i] {
-				loss -= adv[i] * float64(logp[i][k]) / n
-				d[i][k] = float32(-adv[i] / n)
-			}
-		}
-		return loss, d, nil
-	}
-}
-
 // DynamicReward is the multi-objective reward of the decision policy with
 // weights that move over training from innovation toward stability:
 //
-//	r = wBase·base + wInnov(τ)·innovation + wSafety(τ)·safety
-//	wInnov(τ) = Innov0·(1-τ)², wSafety(τ) = Safety0 + (Safety1-Safety0)·τ
+//	r = w_base(τ)·base + w_innov(τ)·innovation + w_safety(τ)·safety
 //
-// with τ in [0,1] the training progress. base is minus the cost of the
-// decision (approving a bad loan costs 5 × the market regime's loss scale,
-// rejecting a good one 1); innovation is the surprisal -log π(a) of the
-// sampled approval threshold decision (capped), which pays for exploring
-// thresholds early; safety is minus the number of violations: approving an
-// application the compliance agent vetoes, and a decision that differs
-// from the policy's decision on the sex or age-group counterfactual.
-// (rl/reward's multi-objective dynamic reward was not on main yet.)
+// with τ in [0,1] the training progress and the weights given by an
+// rl/reward schedule (the example uses reward.Cosine from (1, 0.5, 0.05)
+// to (1, 0, 0.3)). base is minus the cost of the decision (approving a bad
+// loan costs 5 × the market regime's loss scale, rejecting a good one 1);
+// innovation is the surprisal -log π(a) of the sampled decision (capped at
+// 2), which pays for exploring approval thresholds early; safety is minus
+// the number of violations: approving an application the compliance agent
+// vetoes, and a decision that differs from the policy's decision on the sex
+// or on the age-group counterfactual. The components are combined as they
+// are (not normalised per component) so the cost matrix keeps its weight.
 type DynamicReward struct {
-	Base, Innov0, Safety0, Safety1 float64
+	Schedule reward.Schedule // weights of (base, innovation, safety)
 }
 
 // Weights at progress tau.
 func (r DynamicReward) Weights(tau float64) (base, innov, safety float64) {
-	return r.Base, r.Innov0 * (1 - tau) * (1 - tau), r.Safety0 + (r.Safety1-r.Safety0)*tau
+	w := r.Schedule.Weights(tau)
+	return w[0], w[1], w[2]
+}
+
+// DefaultReward is the example's schedule.
+func DefaultReward() DynamicReward {
+	return DynamicReward{Schedule: reward.Cosine([]float64{1, 0.5, 0.05}, []float64{1, 0, 0.3})}
 }
 
 // applicant is one training example of the decision policy.
@@ -290,6 +259,11 @@ func TrainDecision(train, valid []*applicant, nAgents, rounds, rolloutsPerRound,
 			pols[i].W[Reject*obsDim+2+int(r)] = math.Log(finrisk.CostBadApproved*r.LossScale()/finrisk.CostGoodRejected) - 0.3*float64(i)
 		}
 	}
+	// GRPO (rl) with the Dr. GRPO advantage r - mean(group): dividing by the
+	// group's deviation would give a bad applicant's 5-cost mistake the same
+	// weight as a good applicant's 1-cost one and wipe out the cost matrix
+	// (measured: the policy then approves nearly everyone).
+	grpo := rl.NewGRPO(rl.GRPOConfig{NoStdScale: true, SkipEqualGroups: true})
 	roles := ensemble.NewRoles(nAgents, 0.5)
 	sched := ensemble.NewScheduler(nAgents, 0.5, 0.1, 0.5)
 	score := func(p *LinearPolicy) (float64, float64) {
@@ -351,8 +325,8 @@ func TrainDecision(train, valid []*applicant, nAgents, rounds, rolloutsPerRound,
 					nsamp++
 				}
 			}
-			if err := p.ForwardBackward(batch, grpoLoss(batch)); err == nil {
-				p.Step()
+			if _, err := grpo.Update(p, batch); err != nil {
+				panic(fmt.Sprintf("finance-risk: GRPO update: %v", err)) // the batch is built here: a bug
 			}
 			p.LR = lr
 			p.Temp = 1

@@ -40,7 +40,7 @@ func TestTrainDecisionApproachesBayes(t *testing.T) {
 		}
 		return Approve
 	})
-	res := TrainDecision(train, valid, 3, 40, 192, 4, DynamicReward{Base: 1, Innov0: 0.5, Safety0: 0.05, Safety1: 0.3}, 7)
+	res := TrainDecision(train, valid, 3, 40, 192, 4, DefaultReward(), 7)
 	got := meanCost(test, func(ap *applicant) int { return res.Policy.Greedy(ap.obs) })
 	rejectAll := meanCost(test, func(*applicant) int { return Reject })
 	t.Logf("policy cost %.4f, Bayes %.4f, reject-all %.4f, W %v", got, bayes, rejectAll, res.Policy.W)
