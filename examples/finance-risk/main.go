@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/troupe-ml/troupe/distill"
-	"github.com/troupe-ml/troupe/examples/finance-risk/agents"
 	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
 	"github.com/troupe-ml/troupe/examples/finance-risk/pipeline"
 )
@@ -319,17 +318,16 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 		if err != nil {
 			return nil, err
 		}
-		sinf := agents.NewInfer(st, 200)
 		var sv [pipeline.NumVariants][]float64
 		for v := 0; v < pipeline.NumVariants; v++ {
-			z, _, err := sinf.Run(enc.Matrix(d.Variant(test, v)), len(test))
+			z, err := st.Logits(enc.Matrix(d.Variant(test, v)))
 			if err != nil {
 				return nil, err
 			}
 			sv[v] = sig(z)
 		}
 		fm[mStudent], preds[mStudent] = evalProb(sv[0], sv), sv[0]
-		res.Params[mStudent] = st.Params().Count()
+		res.Params[mStudent] = st.Store.NumParams()
 		// Inference time per applicant: the whole ensemble path (every
 		// member set, rules, market lookup, fusion, policy) vs the student
 		// (encoding included for both).
@@ -342,9 +340,8 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 			}
 		}) / time.Duration(len(test))
 		stTime := timeIt(func() {
-			sinf.Run(enc.Matrix(rowsTe), len(test))
+			st.Logits(enc.Matrix(rowsTe))
 		}) / time.Duration(len(test))
-		sinf.Close()
 		cr.Close()
 		fu.Close()
 		rep := distill.Report{Metric: "AUC", TeacherQuality: fm[mEnsemble].AUC, StudentQuality: fm[mStudent].AUC,
