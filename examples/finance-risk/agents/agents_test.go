@@ -136,3 +136,32 @@ func TestParamsShapeMismatchPanics(t *testing.T) {
 	}()
 	p.Get("w", 1, 3, 2)
 }
+
+func TestNNNetLearns(t *testing.T) {
+	x, y := toy(300, 1)
+	xt, yt := toy(200, 2)
+	rng := rand.New(rand.NewPCG(5, 6))
+	nets := []*NNNet{NewNNMLP(4, 8, 1, 1e-2, 0)}
+	if !testing.Short() {
+		nets = append(nets, NewNNTransformer(4, 8, 1, 2, 1, 3e-3, 0))
+	}
+	for _, net := range nets {
+		first, err := net.Epoch(x, y, 50, BCE, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last float64
+		for ep := 0; ep < 30; ep++ {
+			last, _ = net.Epoch(x, y, 50, BCE, rng)
+		}
+		out, emb, err := net.Run(xt, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc := accuracy(out, yt)
+		t.Logf("%s: loss %.3f -> %.3f, accuracy %.3f, %d params", net.Name, first, last, acc, net.ParamCount())
+		if last > 0.6*first || acc < 0.9 || len(emb) != 200*net.EmbDim() {
+			t.Fatalf("%s did not learn: %.3f -> %.3f, accuracy %.3f", net.Name, first, last, acc)
+		}
+	}
+}
