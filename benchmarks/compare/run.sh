@@ -31,7 +31,7 @@ if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
 	if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 	export DEBIAN_FRONTEND=noninteractive
 	$SUDO apt-get update -qq
-	$SUDO apt-get install -y -qq python3-torch libopenblas0-pthread >/dev/null
+	$SUDO apt-get install -y -qq --no-install-recommends python3-torch libopenblas0-pthread >/dev/null
 	"$PY" -c 'import torch' || { echo "torch still not importable from $PY" >&2; exit 1; }
 fi
 
