@@ -27,3 +27,18 @@ func maxAVX2(x []float32) float32
 
 //go:noescape
 func scaleAVX2(dst, src []float32, s float32)
+
+//go:noescape
+func sumAVX2(x []float32) float32
+
+//go:noescape
+func sumSqDevAVX2(x []float32, mu float32) float32
+
+//go:noescape
+func lnApplyAVX2(dst, x, gamma, beta []float32, mu, rs float32)
+
+//go:noescape
+func lnBwdReduceAVX2(dgamma, dbeta, dy, x, gamma []float32, mu, rs float32) (sdy, sdyx float32)
+
+//go:noescape
+func lnBwdDxAVX2(dx, dy, x, gamma []float32, mu, rs, mdy, mdyx float32)

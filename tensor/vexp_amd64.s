@@ -379,3 +379,184 @@ scloop:
 scdone:
 	VZEROUPPER
 	RET
+
+// HSUM8 folds the 8 lanes of Y into the low lane of X (clobbers XT).
+#define HSUM8(Y, X, XT) \
+	VEXTRACTF128 $1, Y, XT \
+	VADDPS XT, X, X \
+	VHADDPS X, X, X \
+	VHADDPS X, X, X
+
+// func sumAVX2(x []float32) float32
+// Σ x[i] over the first len(x) rounded down to 8 elements.
+TEXT ·sumAVX2(SB), NOSPLIT, $0-28
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	SHRQ $3, CX
+	JZ sumdone
+	SHRQ $1, CX
+	JZ sumtail
+sumloop:
+	VADDPS (SI), Y0, Y0
+	VADDPS 32(SI), Y1, Y1
+	ADDQ $64, SI
+	DECQ CX
+	JNZ sumloop
+sumtail:
+	MOVQ x_len+8(FP), CX
+	BTQ $3, CX
+	JCC sumdone
+	VADDPS (SI), Y0, Y0
+sumdone:
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func sumSqDevAVX2(x []float32, mu float32) float32
+// Σ (x[i]-mu)² over the first len(x) rounded down to 8 elements.
+TEXT ·sumSqDevAVX2(SB), NOSPLIT, $0-36
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	VBROADCASTSS mu+24(FP), Y4
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	SHRQ $3, CX
+	JZ ssqdone
+	SHRQ $1, CX
+	JZ ssqtail
+ssqloop:
+	VMOVUPS (SI), Y2
+	VMOVUPS 32(SI), Y3
+	VSUBPS Y4, Y2, Y2
+	VSUBPS Y4, Y3, Y3
+	VFMADD231PS Y2, Y2, Y0
+	VFMADD231PS Y3, Y3, Y1
+	ADDQ $64, SI
+	DECQ CX
+	JNZ ssqloop
+ssqtail:
+	MOVQ x_len+8(FP), CX
+	BTQ $3, CX
+	JCC ssqdone
+	VMOVUPS (SI), Y2
+	VSUBPS Y4, Y2, Y2
+	VFMADD231PS Y2, Y2, Y0
+ssqdone:
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func lnApplyAVX2(dst, x, gamma, beta []float32, mu, rs float32)
+// dst[i] = (x[i]-mu)·rs·gamma[i] + beta[i] for the first len(dst) rounded
+// down to 8 elements.
+TEXT ·lnApplyAVX2(SB), NOSPLIT, $0-104
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	MOVQ gamma_base+48(FP), R8
+	MOVQ beta_base+72(FP), R9
+	VBROADCASTSS mu+96(FP), Y4
+	VBROADCASTSS rs+100(FP), Y5
+	SHRQ $3, CX
+	JZ lnadone
+lnaloop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y4, Y0, Y0
+	VMULPS Y5, Y0, Y0
+	VMOVUPS (R9), Y1
+	VFMADD231PS (R8), Y0, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ lnaloop
+lnadone:
+	VZEROUPPER
+	RET
+
+// func lnBwdReduceAVX2(dgamma, dbeta, dy, x, gamma []float32, mu, rs float32) (sdy, sdyx float32)
+// With xh = (x-mu)·rs and g = dy·gamma: dgamma += dy·xh, dbeta += dy, and
+// returns Σ g and Σ g·xh, over the first len(x) rounded down to 8 elements.
+TEXT ·lnBwdReduceAVX2(SB), NOSPLIT, $0-136
+	MOVQ dgamma_base+0(FP), R10
+	MOVQ dbeta_base+24(FP), R11
+	MOVQ dy_base+48(FP), DX
+	MOVQ x_base+72(FP), SI
+	MOVQ x_len+80(FP), CX
+	MOVQ gamma_base+96(FP), R8
+	VBROADCASTSS mu+120(FP), Y4
+	VBROADCASTSS rs+124(FP), Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	SHRQ $3, CX
+	JZ lnbrdone
+lnbrloop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y4, Y0, Y0
+	VMULPS Y5, Y0, Y0
+	VMOVUPS (DX), Y1
+	VMULPS (R8), Y1, Y2
+	VADDPS Y2, Y6, Y6
+	VFMADD231PS Y0, Y2, Y7
+	VMOVUPS (R10), Y3
+	VFMADD231PS Y0, Y1, Y3
+	VMOVUPS Y3, (R10)
+	VADDPS (R11), Y1, Y3
+	VMOVUPS Y3, (R11)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, R8
+	ADDQ $32, R10
+	ADDQ $32, R11
+	DECQ CX
+	JNZ lnbrloop
+lnbrdone:
+	HSUM8(Y6, X6, X1)
+	HSUM8(Y7, X7, X1)
+	VZEROUPPER
+	MOVSS X6, sdy+128(FP)
+	MOVSS X7, sdyx+132(FP)
+	RET
+
+// func lnBwdDxAVX2(dx, dy, x, gamma []float32, mu, rs, mdy, mdyx float32)
+// dx = rs·(dy·gamma - mdy - xh·mdyx), xh = (x-mu)·rs, over the first len(dx)
+// rounded down to 8 elements.
+TEXT ·lnBwdDxAVX2(SB), NOSPLIT, $0-112
+	MOVQ dx_base+0(FP), DI
+	MOVQ dx_len+8(FP), CX
+	MOVQ dy_base+24(FP), DX
+	MOVQ x_base+48(FP), SI
+	MOVQ gamma_base+72(FP), R8
+	VBROADCASTSS mu+96(FP), Y4
+	VBROADCASTSS rs+100(FP), Y5
+	VBROADCASTSS mdy+104(FP), Y6
+	VBROADCASTSS mdyx+108(FP), Y7
+	SHRQ $3, CX
+	JZ lnbddone
+lnbdloop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y4, Y0, Y0
+	VMULPS Y5, Y0, Y0
+	VMOVUPS (DX), Y1
+	VMULPS (R8), Y1, Y1
+	VSUBPS Y6, Y1, Y1
+	VFNMADD231PS Y7, Y0, Y1
+	VMULPS Y5, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, R8
+	ADDQ $32, DI
+	DECQ CX
+	JNZ lnbdloop
+lnbddone:
+	VZEROUPPER
+	RET

@@ -56,6 +56,31 @@ func TestAsmMatchesPureGo(t *testing.T) {
 			}
 		}
 	}
+	// layer norm forward and backward on both paths
+	for _, sh := range ktRowShapes {
+		rows, cols := sh.rows, sh.cols
+		x := ktRandSlice(rng, rows*cols, 2)
+		g, b, dy := ktRandSlice(rng, cols, 1), ktRandSlice(rng, cols, 1), ktRandSlice(rng, rows*cols, 1)
+		run := func(asm bool) (y, mu, rs, dx, dg, db []float32) {
+			kUseAVX2 = asm
+			y, mu, rs = make([]float32, rows*cols), make([]float32, rows), make([]float32, rows)
+			dx, dg, db = make([]float32, rows*cols), make([]float32, cols), make([]float32, cols)
+			LayerNormRows(y, mu, rs, x, g, b, rows, cols, 1e-5)
+			LayerNormBackwardRows(dx, dg, db, dy, x, mu, rs, g, rows, cols)
+			return
+		}
+		y1, mu1, rs1, dx1, dg1, db1 := run(true)
+		y0, mu0, rs0, dx0, dg0, db0 := run(false)
+		name := fmt.Sprintf(" %d×%d", rows, cols)
+		ktCheckClose(t, "LayerNorm y asm vs Go"+name, y0, y1, 1e-4, 1e-5)
+		ktCheckClose(t, "LayerNorm mean asm vs Go"+name, mu0, mu1, 1e-5, 1e-6)
+		ktCheckClose(t, "LayerNorm rstd asm vs Go"+name, rs0, rs1, 1e-5, 0)
+		ktCheckClose(t, "LayerNorm dx asm vs Go"+name, dx0, dx1, 1e-3, 1e-4)
+		ktCheckClose(t, "LayerNorm dgamma asm vs Go"+name, dg0, dg1, 1e-4, 1e-3)
+		ktCheckClose(t, "LayerNorm dbeta asm vs Go"+name, db0, db1, 1e-5, 1e-4)
+	}
+	kUseAVX2 = true
+
 	// max and scale, with NaNs and infinities in the vector part
 	nan := float32(math.NaN())
 	for _, tc := range []struct {
