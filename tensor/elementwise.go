@@ -215,6 +215,11 @@ func TanhBackward(dx, dy, y []float32) {
 func VecSigmoid(dst, src []float32) {
 	kSameLen("VecSigmoid", "(dst, src)", len(dst), len(src))
 	src = src[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		sigmoidAVX2(dst, src)
+		k := len(dst) &^ 7
+		dst, src = dst[k:], src[k:]
+	}
 	for i, x := range src {
 		x = -x
 		y := min(max(x, exp32Lo), exp32Hi)

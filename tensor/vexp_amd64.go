@@ -42,3 +42,6 @@ func lnBwdReduceAVX2(dgamma, dbeta, dy, x, gamma []float32, mu, rs float32) (sdy
 
 //go:noescape
 func lnBwdDxAVX2(dx, dy, x, gamma []float32, mu, rs, mdy, mdyx float32)
+
+//go:noescape
+func sigmoidAVX2(dst, src []float32)

@@ -560,3 +560,27 @@ lnbdloop:
 lnbddone:
 	VZEROUPPER
 	RET
+
+// func sigmoidAVX2(dst, src []float32)
+// dst[i] = 1/(1 + exp(-src[i])) for the first len(dst) rounded down to 8.
+TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	LOADCONST
+	VXORPS Y12, Y12, Y12
+	SHRQ $3, CX
+	JZ sgdone
+sgloop:
+	VSUBPS (SI), Y12, Y0
+	EXP8(Y0, Y1, Y2, Y3, Y4)
+	VADDPS Y13, Y1, Y1
+	VDIVPS Y1, Y13, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ sgloop
+sgdone:
+	VZEROUPPER
+	RET

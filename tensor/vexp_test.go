@@ -21,8 +21,10 @@ func TestAsmMatchesPureGo(t *testing.T) {
 		x := ktRandSlice(rng, n, 4)
 		copy(x, special)
 		dy := ktRandSlice(rng, n, 1)
-		run := func(asm bool) (e, g, gb, sm, lsm []float32) {
+		run := func(asm bool) (e, g, gb, sm, lsm, sg []float32) {
 			kUseAVX2 = asm
+			sg = make([]float32, n)
+			VecSigmoid(sg, x)
 			e, g, gb = make([]float32, n), make([]float32, n), make([]float32, n)
 			sm, lsm = make([]float32, n), make([]float32, n)
 			VecExp(e, x)
@@ -33,9 +35,10 @@ func TestAsmMatchesPureGo(t *testing.T) {
 			LogSoftmaxRows(lsm, xs, 1, n)
 			return
 		}
-		e1, g1, gb1, sm1, lsm1 := run(true)
-		e0, g0, gb0, sm0, lsm0 := run(false)
 		name := fmt.Sprintf("n=%d", n)
+		e1, g1, gb1, sm1, lsm1, sg1 := run(true)
+		e0, g0, gb0, sm0, lsm0, sg0 := run(false)
+		ktCheckClose(t, "VecSigmoid asm vs Go "+name, sg0, sg1, 1e-6, 0)
 		// exp saturates at exp(88) for x > 88 and flushes x < -87 to 0 in both paths.
 		ktCheckClose(t, "VecExp asm vs Go "+name, e0, e1, 1e-6, 0)
 		// GELU's far negative tail (|gelu| < 1e-9) is exp of a large argument
