@@ -584,3 +584,171 @@ sgloop:
 sgdone:
 	VZEROUPPER
 	RET
+
+// ---- AVX-512 ---------------------------------------------------------------
+
+// EXP16 is EXP8 on 16 lanes (Z registers, embedded-broadcast constants); the
+// lanes with x < -87 are zeroed through the opmask K1 (NaN lanes keep NaN).
+// Expects Z15 = -87, Z14 = 88, Z13 = 1. Clobbers T1, T2, K1.
+#define EXP16(IN, OUT, T1, T2) \
+	VMAXPS IN, Z15, T1 \
+	VMINPS T1, Z14, T1 \
+	VMULPS.BCST kxlog2e<>(SB), T1, T2 \
+	VRNDSCALEPS $0, T2, T2 \
+	VFNMADD231PS.BCST kxln2hi<>(SB), T2, T1 \
+	VFNMADD231PS.BCST kxln2lo<>(SB), T2, T1 \
+	VCVTPS2DQ T2, T2 \
+	VBROADCASTSS kxc6<>(SB), OUT \
+	VFMADD213PS.BCST kxc5<>(SB), T1, OUT \
+	VFMADD213PS.BCST kxc4<>(SB), T1, OUT \
+	VFMADD213PS.BCST kxc3<>(SB), T1, OUT \
+	VFMADD213PS.BCST kxc2<>(SB), T1, OUT \
+	VFMADD213PS Z13, T1, OUT \
+	VFMADD213PS Z13, T1, OUT \
+	VPADDD.BCST kxbias<>(SB), T2, T2 \
+	VPSLLD $23, T2, T2 \
+	VMULPS T2, OUT, OUT \
+	VCMPPS $5, Z15, IN, K1 \
+	VMOVAPS.Z OUT, K1, OUT
+
+#define LOADCONST512 \
+	VBROADCASTSS kxlo<>(SB), Z15 \
+	VBROADCASTSS kxhi<>(SB), Z14 \
+	VBROADCASTSS kxone<>(SB), Z13
+
+// func expShiftSumAVX512(dst, src []float32, shift float32) float32
+// As expShiftSumAVX2 over the first len(dst) rounded down to 16 elements.
+TEXT ·expShiftSumAVX512(SB), NOSPLIT, $0-60
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	VBROADCASTSS shift+48(FP), Z12
+	LOADCONST512
+	VXORPS Z11, Z11, Z11
+	VXORPS Z10, Z10, Z10
+	SHRQ $4, CX
+	JZ e5done
+	SHRQ $1, CX
+	JZ e5tail
+e5loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z5
+	VSUBPS Z12, Z0, Z0
+	VSUBPS Z12, Z5, Z5
+	EXP16(Z0, Z1, Z2, Z3)
+	VMOVUPS Z1, (DI)
+	VADDPS Z1, Z11, Z11
+	EXP16(Z5, Z6, Z7, Z8)
+	VMOVUPS Z6, 64(DI)
+	VADDPS Z6, Z10, Z10
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ e5loop
+e5tail:
+	MOVQ dst_len+8(FP), CX
+	BTQ $4, CX
+	JCC e5done
+	VMOVUPS (SI), Z0
+	VSUBPS Z12, Z0, Z0
+	EXP16(Z0, Z1, Z2, Z3)
+	VMOVUPS Z1, (DI)
+	VADDPS Z1, Z11, Z11
+e5done:
+	VADDPS Z10, Z11, Z11
+	VEXTRACTF64X4 $1, Z11, Y1
+	VADDPS Y1, Y11, Y11
+	HSUM8(Y11, X11, X1)
+	VZEROUPPER
+	MOVSS X11, ret+56(FP)
+	RET
+
+// func geluAVX512(dst, src []float32)
+TEXT ·geluAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	LOADCONST512
+	VBROADCASTSS kxga<>(SB), Z12
+	VBROADCASTSS kxgb<>(SB), Z11
+	SHRQ $4, CX
+	JZ g5done
+g5loop:
+	VMOVUPS (SI), Z5
+	VMULPS Z5, Z5, Z6
+	VMOVAPS Z11, Z0
+	VFMADD213PS Z12, Z6, Z0
+	VMULPS Z5, Z0, Z0
+	EXP16(Z0, Z1, Z2, Z3)
+	VADDPS Z13, Z1, Z1
+	VDIVPS Z1, Z5, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ g5loop
+g5done:
+	VZEROUPPER
+	RET
+
+// func geluBackwardAVX512(dx, dy, x []float32)
+TEXT ·geluBackwardAVX512(SB), NOSPLIT, $0-72
+	MOVQ dx_base+0(FP), DI
+	MOVQ dx_len+8(FP), CX
+	MOVQ dy_base+24(FP), DX
+	MOVQ x_base+48(FP), SI
+	LOADCONST512
+	VBROADCASTSS kxga<>(SB), Z12
+	VBROADCASTSS kxgb<>(SB), Z11
+	VBROADCASTSS kxgc<>(SB), Z10
+	VBROADCASTSS kxgd<>(SB), Z9
+	SHRQ $4, CX
+	JZ gb5done
+gb5loop:
+	VMOVUPS (SI), Z5
+	VMULPS Z5, Z5, Z6
+	VMOVAPS Z11, Z0
+	VFMADD213PS Z12, Z6, Z0
+	VMULPS Z5, Z0, Z0
+	EXP16(Z0, Z1, Z2, Z3)
+	VADDPS Z13, Z1, Z1
+	VDIVPS Z1, Z13, Z1
+	VSUBPS Z1, Z13, Z7
+	VMULPS Z1, Z7, Z7
+	VMULPS Z5, Z7, Z7
+	VMOVAPS Z9, Z8
+	VFMADD213PS Z10, Z6, Z8
+	VFMADD213PS Z1, Z8, Z7
+	VMULPS (DX), Z7, Z7
+	VMOVUPS Z7, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	DECQ CX
+	JNZ gb5loop
+gb5done:
+	VZEROUPPER
+	RET
+
+// func sigmoidAVX512(dst, src []float32)
+TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	LOADCONST512
+	VXORPS Z12, Z12, Z12
+	SHRQ $4, CX
+	JZ sg5done
+sg5loop:
+	VSUBPS (SI), Z12, Z0
+	EXP16(Z0, Z1, Z2, Z3)
+	VADDPS Z13, Z1, Z1
+	VDIVPS Z1, Z13, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ sg5loop
+sg5done:
+	VZEROUPPER
+	RET
