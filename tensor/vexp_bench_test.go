@@ -25,9 +25,9 @@ func BenchmarkVecPaths(b *testing.B) {
 		{"sigmoid", func() { VecSigmoid(out, x) }},
 	}
 	paths := []struct {
-		name        string
+		name         string
 		avx2, avx512 bool
-		ok          bool
+		ok           bool
 	}{
 		{"go", false, false, true},
 		{"avx2", true, false, has2},
