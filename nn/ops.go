@@ -46,18 +46,18 @@ func LinearOp(x, w, b *G.Node) *G.Node {
 		kern.Gemm(false, false, rows, out, in, 1, v[0], in, v[1], out, beta, y, out)
 		return nil
 	}
-	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
-		if g[0] != nil {
-			kern.Gemm(false, true, rows, in, out, 1, dy, out, v[1], out, 0, g[0], in)
-		}
-		if g[1] != nil {
-			kern.Gemm(true, false, in, out, rows, 1, v[0], in, dy, out, 0, g[1], out)
-		}
-		if b != nil && g[2] != nil {
+	k.each = []func(v [][]float32, _, dy, g []float32){
+		func(v [][]float32, _, dy, g []float32) {
+			kern.Gemm(false, true, rows, in, out, 1, dy, out, v[1], out, 0, g, in)
+		},
+		func(v [][]float32, _, dy, g []float32) {
+			kern.Gemm(true, false, in, out, rows, 1, v[0], in, dy, out, 0, g, out)
+		},
+		func(v [][]float32, _, dy, g []float32) {
 			for r := 0; r < rows; r++ {
-				kern.Axpy(1, dy[r*out:(r+1)*out], g[2])
+				kern.Axpy(1, dy[r*out:(r+1)*out], g)
 			}
-		}
+		},
 	}
 	return applyFused(k, os, inputs...)
 }
@@ -319,6 +319,7 @@ func MeanPoolOp(x *G.Node) *G.Node {
 	k := &kernel{name: "MeanPool", diff: []bool{true}}
 	inv := 1 / float32(t)
 	k.fwd = func(v [][]float32, y []float32) error {
+		zero(y)
 		for i := 0; i < b; i++ {
 			for j := 0; j < t; j++ {
 				kern.Axpy(inv, v[0][(i*t+j)*d:(i*t+j+1)*d], y[i*d:(i+1)*d])
@@ -442,12 +443,12 @@ func TimeStackOp(xs ...*G.Node) *G.Node {
 		}
 		return nil
 	}
-	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
-		for t := 0; t < T; t++ {
+	for t := 0; t < T; t++ {
+		k.each = append(k.each, func(_ [][]float32, _, dy, g []float32) {
 			for i := 0; i < b; i++ {
-				copy(g[t][i*c:(i+1)*c], dy[(i*T+t)*c:(i*T+t+1)*c])
+				copy(g[i*c:(i+1)*c], dy[(i*T+t)*c:(i*T+t+1)*c])
 			}
-		}
+		})
 	}
 	return applyFused(k, ts.Shape{b, T, c}, xs...)
 }
@@ -543,13 +544,10 @@ func AddOp(x, y *G.Node) *G.Node {
 	}
 	k := &kernel{name: "Add", diff: []bool{true, true}}
 	k.fwd = func(v [][]float32, out []float32) error {
-		copy(out, v[0])
-		kern.Axpy(1, v[1], out)
+		kern.VecAdd(out, v[0], v[1])
 		return nil
 	}
-	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
-		copy(g[0], dy)
-		copy(g[1], dy)
-	}
+	cp := func(_ [][]float32, _, dy, g []float32) { copy(g, dy) }
+	k.each = []func(v [][]float32, _, dy, g []float32){cp, cp}
 	return applyFused(k, x.Shape(), x, y)
 }
