@@ -109,6 +109,9 @@ type kernel struct {
 	// beforehand), and SymDiff adds one gradient op per input, with no
 	// packing.
 	each []func(in [][]float32, out, dy, g []float32)
+	// full marks backward closures that write every element of their
+	// gradients, so the buffers need not be zeroed first.
+	full bool
 }
 
 type fusedOp struct {
@@ -226,7 +229,9 @@ type gradOp struct {
 
 func (o *gradOp) Do(vals ...G.Value) (G.Value, error) {
 	ret := cached(&o.ret, o.shape)
-	zero(f32s(ret))
+	if !o.fwd.k.full {
+		zero(f32s(ret))
+	}
 	return o.doInto(ret, vals)
 }
 

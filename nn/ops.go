@@ -54,11 +54,13 @@ func LinearOp(x, w, b *G.Node) *G.Node {
 			kern.Gemm(true, false, in, out, rows, 1, v[0], in, dy, out, 0, g, out)
 		},
 		func(v [][]float32, _, dy, g []float32) {
-			for r := 0; r < rows; r++ {
+			copy(g, dy[:out])
+			for r := 1; r < rows; r++ {
 				kern.Axpy(1, dy[r*out:(r+1)*out], g)
 			}
 		},
 	}
+	k.full = true
 	return applyFused(k, os, inputs...)
 }
 
@@ -116,16 +118,41 @@ func LayerNormOp(x, gamma, beta *G.Node, eps float32) *G.Node {
 		return nil
 	}
 	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		zero(g[1])
+		zero(g[2])
 		kern.LayerNormBackwardRows(g[0], g[1], g[2], dy, v[0], mean, rstd, v[1], rows, cols)
 	}
+	k.full = true
 	return applyFused(k, x.Shape(), x, gamma, beta)
 }
 
-// GELUOp applies the tanh approximation of GELU (Hendrycks & Gimpel 2016).
+// GELUOp applies the tanh approximation of GELU (Hendrycks & Gimpel 2016),
+// gelu(x) = ½x(1 + tanh u) = x·σ(2u), u = √(2/π)(x + 0.044715x³). The
+// forward saves σ(2u) (tensor.VecSigmoid), so the backward,
+// gelu'(x) = σ + x·σ(1−σ)·2√(2/π)(1 + 3·0.044715x²), needs no
+// transcendental function.
 func GELUOp(x *G.Node) *G.Node {
+	const k0, k1 = 0.7978845608028654, 0.044715
+	n := x.Shape().TotalSize()
+	sig := make([]float32, n)
 	k := &kernel{name: "GELU", diff: []bool{true}}
-	k.fwd = func(v [][]float32, y []float32) error { kern.GELU(y, v[0]); return nil }
-	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) { kern.GELUBackward(g[0], dy, v[0]) }
+	k.fwd = func(v [][]float32, y []float32) error {
+		for i, xv := range v[0] {
+			y[i] = 2 * k0 * (xv + k1*xv*xv*xv)
+		}
+		kern.VecSigmoid(sig, y)
+		kern.VecMul(y, v[0], sig)
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		dx := g[0][:len(dy)]
+		xs, ss := v[0][:len(dy)], sig[:len(dy)]
+		for i, d := range dy {
+			xv, s := xs[i], ss[i]
+			dx[i] = d * (s + xv*s*(1-s)*(2*k0)*(1+3*k1*xv*xv))
+		}
+	}
+	k.full = true
 	return applyFused(k, x.Shape(), x)
 }
 
@@ -170,6 +197,7 @@ func LogSoftmaxGatherOp(logits, targets *G.Node) *G.Node {
 			row[int(t)] += d
 		}
 	}
+	k.full = true
 	return applyFused(k, targets.Shape(), logits, targets)
 }
 
@@ -222,6 +250,7 @@ func CrossEntropyOp(logits, targets *G.Node) *G.Node {
 			row[int(t)] -= d
 		}
 	}
+	k.full = true
 	return applyFused(k, ts.ScalarShape(), logits, targets)
 }
 
@@ -269,6 +298,7 @@ func KLDivergenceOp(p, q *G.Node) *G.Node {
 			}
 		}
 	}
+	k.full = true
 	return applyFused(k, ts.ScalarShape(), p, q)
 }
 
@@ -534,6 +564,7 @@ func LSTMCellOp(z, cPrev, hPrev, mask *G.Node) *G.Node {
 			}
 		}
 	}
+	k.full = true
 	return applyFused(k, ts.Shape{b, 2 * h}, inputs...)
 }
 
@@ -549,5 +580,6 @@ func AddOp(x, y *G.Node) *G.Node {
 	}
 	cp := func(_ [][]float32, _, dy, g []float32) { copy(g, dy) }
 	k.each = []func(v [][]float32, _, dy, g []float32){cp, cp}
+	k.full = true
 	return applyFused(k, x.Shape(), x, y)
 }
