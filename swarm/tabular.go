@@ -43,8 +43,8 @@ type TabularConfig struct {
 // Presets are the tabular model sizes the command line knows.
 var Presets = map[string]TabularConfig{
 	"tiny":   {Name: "tiny", Order: 1, Optimizer: "sgd", LR: 20, MaxGradNorm: 0, InitScale: 0.01, Seed: 1},
-	"small":  {Name: "small", Order: 1, Optimizer: "adam", LR: 0.2, MaxGradNorm: 1, InitScale: 0.01, Seed: 2},
-	"medium": {Name: "medium", Order: 2, Rows: 1024, Optimizer: "adam", LR: 0.2, MaxGradNorm: 1, InitScale: 0.01, Seed: 3},
+	"small":  {Name: "small", Order: 1, Optimizer: "adam", LR: 0.5, MaxGradNorm: 1, InitScale: 0.01, Seed: 2},
+	"medium": {Name: "medium", Order: 2, Rows: 1024, Optimizer: "adam", LR: 0.5, MaxGradNorm: 1, InitScale: 0.01, Seed: 3},
 }
 
 // TabularPolicy is a byte-level softmax policy whose logits are a table
