@@ -26,8 +26,10 @@ bench-compare:
 	bash benchmarks/compare/run.sh
 
 # Real data of examples/translation (pinned, sha256-verified, idempotent) into data/translation.
+# Real data of examples/finance-risk (pinned, sha256-verified, idempotent) into data/finance-risk.
 data:
 	bash examples/translation/fetch-data.sh
+	bash examples/finance-risk/fetch-data.sh
 
 clean:
 	rm -rf out bin
