@@ -25,5 +25,9 @@ bench:
 bench-compare:
 	bash benchmarks/compare/run.sh
 
+# Real data of examples/translation (pinned, sha256-verified, idempotent) into data/translation.
+data:
+	bash examples/translation/fetch-data.sh
+
 clean:
 	rm -rf out bin

@@ -1,0 +1,101 @@
+package nn_test
+
+import (
+	"fmt"
+
+	"github.com/troupe-ml/troupe/nn"
+	G "gorgonia.org/gorgonia"
+)
+
+// A language model: build, take supervised steps, score and sample.
+func ExampleLMTrainer() {
+	store := nn.NewStore(1)
+	lm := nn.NewLM(store, nn.LMConfig{Vocab: 8, Dim: 16, Layers: 1, Heads: 2, MaxLen: 16, Positions: nn.Rotary})
+	tr := nn.NewLMTrainer(lm, nn.NewAdamW(nn.Constant(1e-2), 0.01), nn.TrainConfig{ClipNorm: 1})
+	batch := []nn.SeqExample{{Prompt: []int{1}, Target: []int{2, 3, 4}}, {Prompt: []int{5, 6}, Target: []int{7}}}
+	first, _ := tr.SupervisedStep(batch)
+	var last float64
+	for i := 0; i < 30; i++ {
+		last, _ = tr.SupervisedStep(batch)
+	}
+	fmt.Println("loss fell:", last < first/2)
+
+	logp, _ := tr.TokenLogProbs(batch)
+	fmt.Println("log-probs per example:", len(logp[0]), len(logp[1]))
+
+	gens, _ := lm.Generate([][]int{{1}}, nn.GenerateOptions{Temperature: 1, MaxTokens: 3, Seed: 7})
+	fmt.Println(len(gens[0].Tokens), len(gens[0].LogProbs), gens[0].FinishReason)
+	// Output:
+	// loss fell: true
+	// log-probs per example: 3 1
+	// 3 3 length
+}
+
+// ForwardBackward takes any loss over per-token log-probabilities, such as a
+// policy-gradient objective: here REINFORCE with one reward per sequence.
+func ExampleLMTrainer_ForwardBackward() {
+	store := nn.NewStore(2)
+	lm := nn.NewLM(store, nn.LMConfig{Vocab: 8, Dim: 8, Layers: 1, Heads: 2, MaxLen: 8})
+	tr := nn.NewLMTrainer(lm, nn.NewAdam(nn.Constant(1e-3)), nn.TrainConfig{})
+	batch := []nn.SeqExample{{Prompt: []int{1}, Target: []int{2, 3}}, {Prompt: []int{1}, Target: []int{4}}}
+	rewards := []float64{1, -1}
+	err := tr.ForwardBackward(batch, func(logp [][]float32) (float64, [][]float32) {
+		var loss float64
+		grad := make([][]float32, len(logp))
+		for i, row := range logp {
+			grad[i] = make([]float32, len(row))
+			for j, lp := range row {
+				loss -= rewards[i] * float64(lp)
+				grad[i][j] = float32(-rewards[i])
+			}
+		}
+		return loss, grad
+	})
+	_, skipped, _ := tr.Step()
+	fmt.Println(err, skipped)
+	// Output: <nil> false
+}
+
+// Layers are functions over a Scope: parameters are named by the scope path
+// and live in the store, independent of the graph.
+func ExampleScope() {
+	store := nn.NewStore(3)
+	g := G.NewGraph()
+	s := nn.NewScope(store, g)
+	x := s.Input("x", 4, 10, 16) // B×T×D
+	y := nn.TransformerBlock(s.Sub("blocks").In(0), x, nn.BlockConfig{Heads: 4, Causal: true})
+	fmt.Println(y.Shape(), len(store.Params()))
+	fmt.Println(store.Names()[:3])
+	// Output:
+	// (4, 10, 16) 12
+	// [blocks.0.attn.out.b blocks.0.attn.out.w blocks.0.attn.qkv.b]
+}
+
+// A classifier over tabular features with the token-set encoder.
+func ExampleTrainer() {
+	store := nn.NewStore(4)
+	model := func(s *nn.Scope, x *G.Node) *G.Node {
+		h := nn.TokenSetEncoder(s.Sub("enc"), x, nn.EncoderConfig{Dim: 8, Layers: 1, Heads: 2})
+		return nn.ClassificationHead(s.Sub("head"), h, 2)
+	}
+	tr := nn.NewTrainer(store, model, nn.NewAdamW(nn.Constant(1e-2), 0), nn.TrainConfig{})
+	x := [][]float32{{1, 2}, {-1, -2}, {2, 1}, {-2, -1}}
+	labels := []int{1, 0, 1, 0}
+	for i := 0; i < 50; i++ {
+		tr.ClassifyStep(x, labels)
+	}
+	out, _ := tr.Predict(x)
+	fmt.Println(out[0][1] > out[0][0], out[1][0] > out[1][1])
+	// Output: true true
+}
+
+// An LSTM over a padded batch.
+func ExampleLSTM() {
+	store := nn.NewStore(5)
+	g := G.NewGraph()
+	s := nn.NewScope(store, g)
+	x, mask := s.Input("x", 2, 6, 3), s.Input("mask", 2, 6)
+	outs, last := nn.LSTM(s.Sub("lstm"), x, mask, nn.LSTMConfig{Hidden: 8, Layers: 2})
+	fmt.Println(outs.Shape(), last.Shape())
+	// Output: (2, 6, 8) (2, 8)
+}

@@ -1,0 +1,241 @@
+package nn
+
+// This file holds the machinery shared by troupe's fused Gorgonia ops: a
+// forward op whose Do runs a Go closure over float32 slices, and the gradient
+// op its SymDiff builds (the SDOp pattern of Gorgonia's op_softmax.go). The
+// gradient op computes the gradients of all differentiable inputs in one
+// pass; when there are several, it writes them packed into one flat vector
+// and cheap segment ops cut out each input's gradient.
+//
+// Rules that keep the ops correct under Gorgonia's TapeMachine, which reuses
+// buffers of intermediate nodes (Gorgonia issue 576):
+//   - every Do returns a freshly allocated tensor, never one the op keeps;
+//   - anything the backward pass needs besides the forward inputs, output and
+//     upstream gradient is saved in buffers private to the op;
+//   - the backward closure reads the forward inputs from the values handed to
+//     the gradient op (those nodes are inputs of the gradient node, so the
+//     machine keeps them alive), not from references kept by the forward.
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	ts "gorgonia.org/tensor"
+)
+
+// f32s returns the float32 data of a Gorgonia value (tensor or scalar).
+func f32s(v G.Value) []float32 {
+	switch t := v.(type) {
+	case *ts.Dense:
+		return t.Float32s()
+	case *G.F32:
+		return []float32{float32(*t)}
+	case ts.Tensor:
+		if d, ok := t.Data().([]float32); ok {
+			return d
+		}
+		if f, ok := t.Data().(float32); ok {
+			return []float32{f}
+		}
+	}
+	panic(fmt.Sprintf("nn: expected a float32 value, got %T", v))
+}
+
+func newDense(shape ts.Shape) *ts.Dense {
+	if shape.IsScalar() {
+		return ts.New(ts.FromScalar(float32(0)))
+	}
+	return ts.New(ts.WithShape(shape.Clone()...), ts.Of(ts.Float32))
+}
+
+func tensorType(s ts.Shape) hm.Type {
+	if s.IsScalar() {
+		return ts.Float32
+	}
+	return G.TensorType{Dims: s.Dims(), Of: ts.Float32}
+}
+
+// baseOp implements the bookkeeping methods of G.Op. Each op instance hashes
+// to its own address so Gorgonia never merges two applications.
+type baseOp struct {
+	name  string
+	arity int
+	typ   hm.Type
+	shape ts.Shape
+}
+
+func newBase(name string, inputs []*G.Node, out ts.Shape) baseOp {
+	tys := make([]hm.Type, 0, len(inputs)+1)
+	for _, n := range inputs {
+		tys = append(tys, n.Type())
+	}
+	tys = append(tys, tensorType(out))
+	return baseOp{name: name, arity: len(inputs), typ: hm.NewFnType(tys...), shape: out.Clone()}
+}
+
+func (o *baseOp) Arity() int       { return o.arity }
+func (o *baseOp) Type() hm.Type    { return o.typ }
+func (o *baseOp) ReturnsPtr() bool { return false }
+func (o *baseOp) CallsExtern() bool {
+	return false
+}
+func (o *baseOp) OverwritesInput() int { return -1 }
+func (o *baseOp) InferShape(...G.DimSizer) (ts.Shape, error) {
+	return o.shape.Clone(), nil
+}
+func (o *baseOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "troupe.%s@%p", o.name, o) }
+func (o *baseOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+func (o *baseOp) String() string { return o.name }
+
+// kernel describes one fused op: fwd computes out from the inputs; bwd
+// writes the gradient of each differentiable input into grads[i] (zeroed
+// beforehand; nil for the others) given the inputs, the forward output and
+// the upstream gradient dy.
+type kernel struct {
+	name string
+	diff []bool
+	fwd  func(in [][]float32, out []float32) error
+	bwd  func(in [][]float32, out, dy []float32, grads [][]float32)
+}
+
+type fusedOp struct {
+	baseOp
+	k       *kernel
+	inShape []ts.Shape
+}
+
+// applyFused adds the op described by k to the graph of inputs[0].
+func applyFused(k *kernel, out ts.Shape, inputs ...*G.Node) *G.Node {
+	if len(k.diff) != len(inputs) {
+		panic(fmt.Sprintf("nn: %s: %d inputs but %d differentiability flags", k.name, len(inputs), len(k.diff)))
+	}
+	op := &fusedOp{baseOp: newBase(k.name, inputs, out), k: k}
+	for _, n := range inputs {
+		op.inShape = append(op.inShape, n.Shape().Clone())
+	}
+	return G.Must(G.ApplyOp(op, inputs...))
+}
+
+func (o *fusedOp) Do(vals ...G.Value) (G.Value, error) {
+	in := make([][]float32, len(vals))
+	for i, v := range vals {
+		in[i] = f32s(v)
+	}
+	ret := newDense(o.shape)
+	if err := o.k.fwd(in, f32s(ret)); err != nil {
+		return nil, fmt.Errorf("nn: %s: %w", o.name, err)
+	}
+	return ret, nil
+}
+
+func (o *fusedOp) DiffWRT(n int) []bool { return append([]bool(nil), o.k.diff...) }
+
+func (o *fusedOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	var idx []int
+	for i, d := range o.k.diff {
+		if d {
+			idx = append(idx, i)
+		}
+	}
+	args := append(append(G.Nodes{}, inputs...), output, grad)
+	ret := make(G.Nodes, len(inputs))
+	if len(idx) == 1 {
+		g := &gradOp{baseOp: newBase(o.name+"Grad", args, o.inShape[idx[0]]), fwd: o, idx: idx}
+		n, err := G.ApplyOp(g, args...)
+		if err != nil {
+			return nil, err
+		}
+		ret[idx[0]] = n
+		return ret, nil
+	}
+	total := 0
+	offs := make([]int, len(idx))
+	for j, i := range idx {
+		offs[j] = total
+		total += o.inShape[i].TotalSize()
+	}
+	g := &gradOp{baseOp: newBase(o.name+"Grad", args, ts.Shape{total}), fwd: o, idx: idx}
+	packed, err := G.ApplyOp(g, args...)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range idx {
+		s := o.inShape[i]
+		seg := &segmentOp{baseOp: newBase(o.name+"GradSeg", []*G.Node{packed}, s), off: offs[j], n: s.TotalSize()}
+		if ret[i], err = G.ApplyOp(seg, packed); err != nil {
+			return nil, err
+		}
+	}
+	return ret, nil
+}
+
+// gradOp runs a fused op's backward closure.
+type gradOp struct {
+	baseOp
+	fwd *fusedOp
+	idx []int
+}
+
+func (o *gradOp) Do(vals ...G.Value) (G.Value, error) {
+	n := len(o.fwd.inShape)
+	in := make([][]float32, n)
+	for i := 0; i < n; i++ {
+		in[i] = f32s(vals[i])
+	}
+	out, dy := f32s(vals[n]), f32s(vals[n+1])
+	ret := newDense(o.shape)
+	buf := f32s(ret)
+	grads := make([][]float32, n)
+	off := 0
+	for _, i := range o.idx {
+		sz := o.fwd.inShape[i].TotalSize()
+		grads[i] = buf[off : off+sz]
+		off += sz
+	}
+	o.fwd.k.bwd(in, out, dy, grads)
+	return ret, nil
+}
+
+// segmentOp copies a contiguous segment of a flat vector into a tensor of
+// the given shape. It only appears inside gradient graphs.
+type segmentOp struct {
+	baseOp
+	off, n int
+}
+
+func (o *segmentOp) Do(vals ...G.Value) (G.Value, error) {
+	ret := newDense(o.shape)
+	copy(f32s(ret), f32s(vals[0])[o.off:o.off+o.n])
+	return ret, nil
+}
+
+func zero(s []float32) {
+	for i := range s {
+		s[i] = 0
+	}
+}
+
+func shapeStr(n *G.Node) string { return fmt.Sprint(n.Shape()) }
+
+func lastDim(n *G.Node) int {
+	s := n.Shape()
+	if s.Dims() == 0 {
+		return 1
+	}
+	return s[s.Dims()-1]
+}
+
+func rowsOf(n *G.Node) int {
+	s := n.Shape()
+	if s.Dims() == 0 {
+		return 1
+	}
+	return s.TotalSize() / s[s.Dims()-1]
+}

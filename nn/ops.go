@@ -1,0 +1,555 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	kern "github.com/troupe-ml/troupe/tensor"
+	G "gorgonia.org/gorgonia"
+	ts "gorgonia.org/tensor"
+)
+
+// LinearOp returns x·w + b as one fused op. x has any number of leading
+// dimensions, which are flattened to rows; w is in×out; b (length out) may be
+// nil. The forward is one Gemm; the backward is two Gemms and a column sum.
+func LinearOp(x, w, b *G.Node) *G.Node {
+	in := lastDim(x)
+	ws := w.Shape()
+	if ws.Dims() != 2 || ws[0] != in {
+		panic(fmt.Sprintf("nn: LinearOp: x %v does not match weight %v", x.Shape(), ws))
+	}
+	out := ws[1]
+	if b != nil && (b.Shape().TotalSize() != out) {
+		panic(fmt.Sprintf("nn: LinearOp: bias %v does not match weight %v", b.Shape(), ws))
+	}
+	rows := rowsOf(x)
+	os := x.Shape().Clone()
+	if os.Dims() == 0 {
+		os = ts.Shape{out}
+	} else {
+		os[os.Dims()-1] = out
+	}
+	k := &kernel{name: "Linear", diff: []bool{true, true}}
+	inputs := []*G.Node{x, w}
+	if b != nil {
+		k.diff = append(k.diff, true)
+		inputs = append(inputs, b)
+	}
+	k.fwd = func(v [][]float32, y []float32) error {
+		var beta float32
+		if b != nil {
+			for r := 0; r < rows; r++ {
+				copy(y[r*out:(r+1)*out], v[2])
+			}
+			beta = 1
+		}
+		kern.Gemm(false, false, rows, out, in, 1, v[0], in, v[1], out, beta, y, out)
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		if g[0] != nil {
+			kern.Gemm(false, true, rows, in, out, 1, dy, out, v[1], out, 0, g[0], in)
+		}
+		if g[1] != nil {
+			kern.Gemm(true, false, in, out, rows, 1, v[0], in, dy, out, 0, g[1], out)
+		}
+		if b != nil && g[2] != nil {
+			for r := 0; r < rows; r++ {
+				kern.Axpy(1, dy[r*out:(r+1)*out], g[2])
+			}
+		}
+	}
+	return applyFused(k, os, inputs...)
+}
+
+// EmbeddingOp looks up rows of table (vocab×dim) for the token ids held, as
+// float32 values, in ids (any shape). The result has shape ids.Shape()+[dim].
+// Only table is differentiated; an id outside [0, vocab) is a run-time error.
+func EmbeddingOp(table, ids *G.Node) *G.Node {
+	tsh := table.Shape()
+	if tsh.Dims() != 2 {
+		panic(fmt.Sprintf("nn: EmbeddingOp: table must be a matrix, got %v", tsh))
+	}
+	vocab, dim := tsh[0], tsh[1]
+	n := ids.Shape().TotalSize()
+	os := append(ids.Shape().Clone(), dim)
+	if ids.Shape().IsScalar() {
+		os = ts.Shape{dim}
+	}
+	idx := make([]int, n)
+	toIdx := func(f []float32) error {
+		for i, v := range f {
+			id := int(v)
+			if id < 0 || id >= vocab || float32(id) != v {
+				return fmt.Errorf("token id %v at %d outside vocabulary [0,%d)", v, i, vocab)
+			}
+			idx[i] = id
+		}
+		return nil
+	}
+	k := &kernel{name: "Embedding", diff: []bool{true, false}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		if err := toIdx(v[1]); err != nil {
+			return err
+		}
+		kern.EmbeddingGather(y, v[0], idx, dim)
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		_ = toIdx(v[1])
+		kern.EmbeddingScatterAdd(g[0], dy, idx, dim)
+	}
+	return applyFused(k, os, table, ids)
+}
+
+// LayerNormOp normalises the last dimension of x (Ba, Kiros & Hinton 2016)
+// and applies the gain gamma and shift beta (both of that length).
+func LayerNormOp(x, gamma, beta *G.Node, eps float32) *G.Node {
+	cols, rows := lastDim(x), rowsOf(x)
+	if gamma.Shape().TotalSize() != cols || beta.Shape().TotalSize() != cols {
+		panic(fmt.Sprintf("nn: LayerNormOp: x %v, gamma %v, beta %v", x.Shape(), gamma.Shape(), beta.Shape()))
+	}
+	mean, rstd := make([]float32, rows), make([]float32, rows)
+	k := &kernel{name: "LayerNorm", diff: []bool{true, true, true}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		kern.LayerNormRows(y, mean, rstd, v[0], v[1], v[2], rows, cols, eps)
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		kern.LayerNormBackwardRows(g[0], g[1], g[2], dy, v[0], mean, rstd, v[1], rows, cols)
+	}
+	return applyFused(k, x.Shape(), x, gamma, beta)
+}
+
+// GELUOp applies the tanh approximation of GELU (Hendrycks & Gimpel 2016).
+func GELUOp(x *G.Node) *G.Node {
+	k := &kernel{name: "GELU", diff: []bool{true}}
+	k.fwd = func(v [][]float32, y []float32) error { kern.GELU(y, v[0]); return nil }
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) { kern.GELUBackward(g[0], dy, v[0]) }
+	return applyFused(k, x.Shape(), x)
+}
+
+// LogSoftmaxGatherOp returns, for each row n of logits (rows×vocab, leading
+// dimensions flattened), log softmax(logits[n])[targets[n]]: the
+// log-probability of the target token. targets holds float32 ids with one
+// entry per row; a negative target marks padding and yields 0 (and no
+// gradient). The result has the shape of targets.
+func LogSoftmaxGatherOp(logits, targets *G.Node) *G.Node {
+	vocab, rows := lastDim(logits), rowsOf(logits)
+	if targets.Shape().TotalSize() != rows {
+		panic(fmt.Sprintf("nn: LogSoftmaxGatherOp: logits %v but targets %v", logits.Shape(), targets.Shape()))
+	}
+	ls := make([]float32, rows*vocab)
+	k := &kernel{name: "LogSoftmaxGather", diff: []bool{true, false}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		kern.LogSoftmaxRows(ls, v[0], rows, vocab)
+		for n, t := range v[1] {
+			if t < 0 {
+				y[n] = 0
+				continue
+			}
+			if int(t) >= vocab {
+				return fmt.Errorf("target %v at row %d outside vocabulary [0,%d)", t, n, vocab)
+			}
+			y[n] = ls[n*vocab+int(t)]
+		}
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		kern.SoftmaxRows(g[0], v[0], rows, vocab)
+		for n, t := range v[1] {
+			row := g[0][n*vocab : (n+1)*vocab]
+			if t < 0 {
+				zero(row)
+				continue
+			}
+			d := dy[n]
+			for i := range row {
+				row[i] *= -d
+			}
+			row[int(t)] += d
+		}
+	}
+	return applyFused(k, targets.Shape(), logits, targets)
+}
+
+// CrossEntropyOp returns the mean over non-padding rows of
+// −log softmax(logits[n])[targets[n]] as a scalar. Negative targets are
+// padding and excluded from the mean.
+func CrossEntropyOp(logits, targets *G.Node) *G.Node {
+	vocab, rows := lastDim(logits), rowsOf(logits)
+	if targets.Shape().TotalSize() != rows {
+		panic(fmt.Sprintf("nn: CrossEntropyOp: logits %v but targets %v", logits.Shape(), targets.Shape()))
+	}
+	ls := make([]float32, rows*vocab)
+	count := 0
+	k := &kernel{name: "CrossEntropy", diff: []bool{true, false}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		kern.LogSoftmaxRows(ls, v[0], rows, vocab)
+		var s float64
+		count = 0
+		for n, t := range v[1] {
+			if t < 0 {
+				continue
+			}
+			if int(t) >= vocab {
+				return fmt.Errorf("target %v at row %d outside vocabulary [0,%d)", t, n, vocab)
+			}
+			s -= float64(ls[n*vocab+int(t)])
+			count++
+		}
+		if count > 0 {
+			s /= float64(count)
+		}
+		y[0] = float32(s)
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		kern.SoftmaxRows(g[0], v[0], rows, vocab)
+		d := dy[0]
+		if count > 0 {
+			d /= float32(count)
+		}
+		for n, t := range v[1] {
+			row := g[0][n*vocab : (n+1)*vocab]
+			if t < 0 {
+				zero(row)
+				continue
+			}
+			for i := range row {
+				row[i] *= d
+			}
+			row[int(t)] -= d
+		}
+	}
+	return applyFused(k, ts.ScalarShape(), logits, targets)
+}
+
+// KLDivergenceOp returns the mean over rows of KL(softmax(p) ‖ softmax(q))
+// for two logit tensors of the same shape (rows×classes, leading dimensions
+// flattened), differentiable with respect to both.
+func KLDivergenceOp(p, q *G.Node) *G.Node {
+	if !p.Shape().Eq(q.Shape()) {
+		panic(fmt.Sprintf("nn: KLDivergenceOp: shapes %v and %v differ", p.Shape(), q.Shape()))
+	}
+	c, rows := lastDim(p), rowsOf(p)
+	lp, lq, pp := make([]float32, rows*c), make([]float32, rows*c), make([]float32, rows*c)
+	klRow := make([]float64, rows)
+	k := &kernel{name: "KLDivergence", diff: []bool{true, true}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		kern.LogSoftmaxRows(lp, v[0], rows, c)
+		kern.LogSoftmaxRows(lq, v[1], rows, c)
+		kern.SoftmaxRows(pp, v[0], rows, c)
+		var s float64
+		for n := 0; n < rows; n++ {
+			var r float64
+			for i := n * c; i < (n+1)*c; i++ {
+				r += float64(pp[i]) * float64(lp[i]-lq[i])
+			}
+			klRow[n] = r
+			s += r
+		}
+		y[0] = float32(s / float64(rows))
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		d := dy[0] / float32(rows)
+		if g[0] != nil {
+			for n := 0; n < rows; n++ {
+				kl := float32(klRow[n])
+				for i := n * c; i < (n+1)*c; i++ {
+					g[0][i] = d * pp[i] * (lp[i] - lq[i] - kl)
+				}
+			}
+		}
+		if g[1] != nil {
+			kern.SoftmaxRows(g[1], v[1], rows, c)
+			for i := range g[1] {
+				g[1][i] = d * (g[1][i] - pp[i])
+			}
+		}
+	}
+	return applyFused(k, ts.ScalarShape(), p, q)
+}
+
+// LossFunc is the callback of ExternalLoss: given the values of a node
+// (flattened, row-major), it returns a scalar loss and its gradient with
+// respect to each value.
+type LossFunc func(vals []float32) (loss float64, grad []float32)
+
+// ExternalLoss returns a scalar node whose value is fn's loss over the
+// values of x and whose gradient with respect to x is fn's gradient (times
+// the upstream gradient). It lets losses computed in plain Go — the
+// policy-gradient objectives of package rl, for instance — drive Gorgonia's
+// backward pass. fn is called once per forward run; to change it between
+// runs without rebuilding the graph pass a *LossFunc and reassign it.
+func ExternalLoss(x *G.Node, fn *LossFunc) *G.Node {
+	n := x.Shape().TotalSize()
+	vals := make([]float32, n)
+	grad := make([]float32, n)
+	k := &kernel{name: "ExternalLoss", diff: []bool{true}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		copy(vals, v[0])
+		if fn == nil || *fn == nil {
+			return fmt.Errorf("no loss function set")
+		}
+		loss, g := (*fn)(vals)
+		if len(g) != n {
+			return fmt.Errorf("loss function returned %d gradients for %d values", len(g), n)
+		}
+		copy(grad, g)
+		y[0] = float32(loss)
+		return nil
+	}
+	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
+		for i, v := range grad {
+			g[0][i] = v * dy[0]
+		}
+	}
+	return applyFused(k, ts.ScalarShape(), x)
+}
+
+// MeanPoolOp averages x (B×T×D) over its middle axis, giving B×D.
+func MeanPoolOp(x *G.Node) *G.Node {
+	s := x.Shape()
+	if s.Dims() != 3 {
+		panic(fmt.Sprintf("nn: MeanPoolOp: want B×T×D, got %v", s))
+	}
+	b, t, d := s[0], s[1], s[2]
+	k := &kernel{name: "MeanPool", diff: []bool{true}}
+	inv := 1 / float32(t)
+	k.fwd = func(v [][]float32, y []float32) error {
+		for i := 0; i < b; i++ {
+			for j := 0; j < t; j++ {
+				kern.Axpy(inv, v[0][(i*t+j)*d:(i*t+j+1)*d], y[i*d:(i+1)*d])
+			}
+		}
+		return nil
+	}
+	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
+		for i := 0; i < b; i++ {
+			for j := 0; j < t; j++ {
+				kern.Axpy(inv, dy[i*d:(i+1)*d], g[0][(i*t+j)*d:(i*t+j+1)*d])
+			}
+		}
+	}
+	return applyFused(k, ts.Shape{b, d}, x)
+}
+
+// FeatureTokensOp turns a batch of F scalar features x (B×F) into B×F×D
+// tokens: token f of row b is x[b,f]·w[f] + bias[f] (the feature tokenizer of
+// Gorishniy et al. 2021, "Revisiting Deep Learning Models for Tabular Data").
+func FeatureTokensOp(x, w, bias *G.Node) *G.Node {
+	xs, wsh := x.Shape(), w.Shape()
+	if xs.Dims() != 2 || wsh.Dims() != 2 || wsh[0] != xs[1] || !bias.Shape().Eq(wsh) {
+		panic(fmt.Sprintf("nn: FeatureTokensOp: x %v, w %v, bias %v", xs, wsh, bias.Shape()))
+	}
+	b, f, d := xs[0], xs[1], wsh[1]
+	k := &kernel{name: "FeatureTokens", diff: []bool{true, true, true}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		for i := 0; i < b; i++ {
+			copy(y[i*f*d:(i+1)*f*d], v[2])
+			for j := 0; j < f; j++ {
+				kern.Axpy(v[0][i*f+j], v[1][j*d:(j+1)*d], y[(i*f+j)*d:(i*f+j+1)*d])
+			}
+		}
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		for i := 0; i < b; i++ {
+			for j := 0; j < f; j++ {
+				row := dy[(i*f+j)*d : (i*f+j+1)*d]
+				var s float32
+				for e, dv := range row {
+					s += dv * v[1][j*d+e]
+				}
+				g[0][i*f+j] = s
+				kern.Axpy(v[0][i*f+j], row, g[1][j*d:(j+1)*d])
+				kern.Axpy(1, row, g[2][j*d:(j+1)*d])
+			}
+		}
+	}
+	return applyFused(k, ts.Shape{b, f, d}, x, w, bias)
+}
+
+// ColSliceOp returns columns [from, to) of the matrix x (leading dimensions
+// flattened to rows).
+func ColSliceOp(x *G.Node, from, to int) *G.Node {
+	c, rows := lastDim(x), rowsOf(x)
+	if from < 0 || to > c || from >= to {
+		panic(fmt.Sprintf("nn: ColSliceOp: columns [%d,%d) of %v", from, to, x.Shape()))
+	}
+	w := to - from
+	os := x.Shape().Clone()
+	os[os.Dims()-1] = w
+	k := &kernel{name: "ColSlice", diff: []bool{true}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		for r := 0; r < rows; r++ {
+			copy(y[r*w:(r+1)*w], v[0][r*c+from:r*c+to])
+		}
+		return nil
+	}
+	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
+		for r := 0; r < rows; r++ {
+			copy(g[0][r*c+from:r*c+to], dy[r*w:(r+1)*w])
+		}
+	}
+	return applyFused(k, os, x)
+}
+
+// TimeSliceOp returns x[:, t, :] of a B×T×C tensor as B×C.
+func TimeSliceOp(x *G.Node, t int) *G.Node {
+	s := x.Shape()
+	if s.Dims() != 3 || t < 0 || t >= s[1] {
+		panic(fmt.Sprintf("nn: TimeSliceOp: step %d of %v", t, s))
+	}
+	b, T, c := s[0], s[1], s[2]
+	k := &kernel{name: "TimeSlice", diff: []bool{true}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		for i := 0; i < b; i++ {
+			copy(y[i*c:(i+1)*c], v[0][(i*T+t)*c:(i*T+t+1)*c])
+		}
+		return nil
+	}
+	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
+		for i := 0; i < b; i++ {
+			copy(g[0][(i*T+t)*c:(i*T+t+1)*c], dy[i*c:(i+1)*c])
+		}
+	}
+	return applyFused(k, ts.Shape{b, c}, x)
+}
+
+// TimeStackOp stacks T matrices of shape B×C into a B×T×C tensor.
+func TimeStackOp(xs ...*G.Node) *G.Node {
+	s := xs[0].Shape()
+	if s.Dims() != 2 {
+		panic(fmt.Sprintf("nn: TimeStackOp: want B×C matrices, got %v", s))
+	}
+	b, c, T := s[0], s[1], len(xs)
+	diff := make([]bool, T)
+	for i, x := range xs {
+		if !x.Shape().Eq(s) {
+			panic(fmt.Sprintf("nn: TimeStackOp: shape %v differs from %v", x.Shape(), s))
+		}
+		diff[i] = true
+	}
+	k := &kernel{name: "TimeStack", diff: diff}
+	k.fwd = func(v [][]float32, y []float32) error {
+		for t := 0; t < T; t++ {
+			for i := 0; i < b; i++ {
+				copy(y[(i*T+t)*c:(i*T+t+1)*c], v[t][i*c:(i+1)*c])
+			}
+		}
+		return nil
+	}
+	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
+		for t := 0; t < T; t++ {
+			for i := 0; i < b; i++ {
+				copy(g[t][i*c:(i+1)*c], dy[(i*T+t)*c:(i*T+t+1)*c])
+			}
+		}
+	}
+	return applyFused(k, ts.Shape{b, T, c}, xs...)
+}
+
+func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+
+func tanh32(x float32) float32 { return float32(math.Tanh(float64(x))) }
+
+// LSTMCellOp is one step of a long short-term memory cell (Hochreiter &
+// Schmidhuber 1997, with the forget gate of Gers et al. 2000). z (B×4H) holds
+// the gate pre-activations x·Wx + h·Wh + b in the order input, forget,
+// candidate, output; cPrev and hPrev are B×H. mask (length B, 1 = step is
+// real, 0 = padding) may be nil; where it is 0 the state is carried over
+// unchanged. The result is B×2H: the new h in columns [0,H) and the new c in
+// [H,2H) (cut them apart with ColSliceOp).
+func LSTMCellOp(z, cPrev, hPrev, mask *G.Node) *G.Node {
+	zs := z.Shape()
+	if zs.Dims() != 2 || zs[1]%4 != 0 {
+		panic(fmt.Sprintf("nn: LSTMCellOp: z must be B×4H, got %v", zs))
+	}
+	b, h := zs[0], zs[1]/4
+	if !cPrev.Shape().Eq(ts.Shape{b, h}) || !hPrev.Shape().Eq(ts.Shape{b, h}) {
+		panic(fmt.Sprintf("nn: LSTMCellOp: z %v, c %v, h %v", zs, cPrev.Shape(), hPrev.Shape()))
+	}
+	inputs := []*G.Node{z, cPrev, hPrev}
+	diff := []bool{true, true, true}
+	if mask != nil {
+		if mask.Shape().TotalSize() != b {
+			panic(fmt.Sprintf("nn: LSTMCellOp: mask %v for batch %d", mask.Shape(), b))
+		}
+		inputs = append(inputs, mask)
+		diff = append(diff, false)
+	}
+	gates := make([]float32, b*4*h) // activated gates i, f, g, o
+	tc := make([]float32, b*h)      // tanh(c)
+	k := &kernel{name: "LSTMCell", diff: diff}
+	k.fwd = func(v [][]float32, y []float32) error {
+		for r := 0; r < b; r++ {
+			m := float32(1)
+			if mask != nil {
+				m = v[3][r]
+			}
+			zr, gr := v[0][r*4*h:(r+1)*4*h], gates[r*4*h:(r+1)*4*h]
+			for j := 0; j < h; j++ {
+				i, f, g, o := sigmoid(zr[j]), sigmoid(zr[h+j]), tanh32(zr[2*h+j]), sigmoid(zr[3*h+j])
+				gr[j], gr[h+j], gr[2*h+j], gr[3*h+j] = i, f, g, o
+				cp, hp := v[1][r*h+j], v[2][r*h+j]
+				c := f*cp + i*g
+				t := tanh32(c)
+				tc[r*h+j] = t
+				y[r*2*h+j] = m*(o*t) + (1-m)*hp
+				y[r*2*h+h+j] = m*c + (1-m)*cp
+			}
+		}
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		for r := 0; r < b; r++ {
+			m := float32(1)
+			if mask != nil {
+				m = v[3][r]
+			}
+			gr := gates[r*4*h : (r+1)*4*h]
+			for j := 0; j < h; j++ {
+				i, f, gg, o := gr[j], gr[h+j], gr[2*h+j], gr[3*h+j]
+				dh, dc := dy[r*2*h+j], dy[r*2*h+h+j]
+				t := tc[r*h+j]
+				cp := v[1][r*h+j]
+				// through the mask
+				dhn, dcn := m*dh, m*dc
+				dcTot := dcn + dhn*o*(1-t*t)
+				do := dhn * t
+				di := dcTot * gg
+				dg := dcTot * i
+				df := dcTot * cp
+				zr := g[0][r*4*h : (r+1)*4*h]
+				zr[j] = di * i * (1 - i)
+				zr[h+j] = df * f * (1 - f)
+				zr[2*h+j] = dg * (1 - gg*gg)
+				zr[3*h+j] = do * o * (1 - o)
+				g[1][r*h+j] = dcTot*f + (1-m)*dc
+				g[2][r*h+j] = (1 - m) * dh
+			}
+		}
+	}
+	return applyFused(k, ts.Shape{b, 2 * h}, inputs...)
+}
+
+// AddOp returns x + y for tensors of the same shape (a residual connection).
+func AddOp(x, y *G.Node) *G.Node {
+	if !x.Shape().Eq(y.Shape()) {
+		panic(fmt.Sprintf("nn: AddOp: shapes %v and %v differ", x.Shape(), y.Shape()))
+	}
+	k := &kernel{name: "Add", diff: []bool{true, true}}
+	k.fwd = func(v [][]float32, out []float32) error {
+		copy(out, v[0])
+		kern.Axpy(1, v[1], out)
+		return nil
+	}
+	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
+		copy(g[0], dy)
+		copy(g[1], dy)
+	}
+	return applyFused(k, x.Shape(), x, y)
+}

@@ -1,0 +1,489 @@
+package rl
+
+import (
+	"fmt"
+	"sort"
+)
+
+// GRPOConfig configures Group Relative Policy Optimization.
+type GRPOConfig struct {
+	Schedule
+	// ClipEps is the PPO clip range ε of the importance ratio (default 0.2).
+	ClipEps float64
+	// ClipEpsHigh is the upper clip range (default ClipEps); a larger value
+	// is DAPO's "clip-higher".
+	ClipEpsHigh float64
+	// StdEps is the ε of (r − mean)/(std + ε) (default 1e-4).
+	StdEps float64
+	// SkipEqualGroups drops groups whose rewards are all equal: their
+	// advantages are zero, so they only dilute the loss. Skipped groups are
+	// counted in Stats.SkippedGroups.
+	SkipEqualGroups bool
+	// NoStdScale uses r − mean without dividing by the group std (the
+	// "Dr. GRPO" variant of Liu et al. 2025).
+	NoStdScale bool
+	// Ref is a frozen reference policy; when set, the k3 estimate of
+	// KL(π‖π_ref) is reported and, scaled by KLCoef, added to the loss.
+	Ref Policy
+	// KLCoef is the β of the KL penalty (the paper uses 0.04).
+	KLCoef float64
+	// Aggregation of the token terms (default SeqMean, as in the paper).
+	Aggregation Aggregation
+}
+
+// GRPO is Group Relative Policy Optimization (Shao et al. 2024, "DeepSeekMath:
+// Pushing the Limits of Mathematical Reasoning in Open Language Models",
+// arXiv:2402.03300).
+//
+// Samples are grouped by TaskID; the advantage of sample i of a group is
+// Â_i = (r_i − mean(r)) / (std(r) + ε), broadcast to all its tokens. The loss is
+// PPO's clipped surrogate (Schulman et al. 2017)
+//
+//	L = −agg_t min(ρ_t Â, clip(ρ_t, 1−ε, 1+ε_high) Â) + β·agg_t k3_t,
+//	ρ_t = π(a_t)/π_old(a_t),  k3_t = π_ref/π − log(π_ref/π) − 1,
+//
+// where π_old is the sampling policy whose log-probs are recorded in
+// Sample.LogProbs (so stale samples are importance-corrected) and k3 is
+// Schulman's unbiased, always positive KL estimator ("Approximating KL
+// Divergence", 2020) used by the paper.
+type GRPO struct {
+	cfg GRPOConfig
+}
+
+// NewGRPO returns a GRPO trainer.
+func NewGRPO(cfg GRPOConfig) *GRPO {
+	if cfg.ClipEps == 0 {
+		cfg.ClipEps = 0.2
+	}
+	if cfg.ClipEpsHigh == 0 {
+		cfg.ClipEpsHigh = cfg.ClipEps
+	}
+	if cfg.StdEps == 0 {
+		cfg.StdEps = 1e-4
+	}
+	if cfg.Aggregation == DefaultAggregation {
+		cfg.Aggregation = SeqMean
+	}
+	return &GRPO{cfg: cfg}
+}
+
+// Update implements Trainer.
+func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
+	var st Stats
+	pr, err := prepare(p, batch, g.cfg.MaxStaleness)
+	if pr != nil {
+		st.Dropped = pr.dropped
+	}
+	if err != nil {
+		return st, err
+	}
+	adv := make([]float64, len(pr.samples))
+	var keep []int
+	for _, grp := range groupBy(pr.samples) {
+		r := make([]float64, len(grp))
+		equal := true
+		for k, i := range grp {
+			r[k] = pr.samples[i].Reward
+			if r[k] != r[0] {
+				equal = false
+			}
+		}
+		if equal && g.cfg.SkipEqualGroups {
+			st.SkippedGroups++
+			continue
+		}
+		m, s := meanStd(r)
+		for k, i := range grp {
+			if g.cfg.NoStdScale {
+				adv[i] = r[k] - m
+			} else {
+				adv[i] = (r[k] - m) / (s + g.cfg.StdEps)
+			}
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) == 0 {
+		rewardStats(&st, pr.samples, adv)
+		st.Samples = 0
+		return st, nil // nothing to learn from; not an error
+	}
+	if len(keep) < len(pr.samples) {
+		a2 := make([]float64, 0, len(keep))
+		for _, i := range sortedCopy(keep) {
+			a2 = append(a2, adv[i])
+		}
+		pr = pr.subset(keep)
+		adv = a2
+	}
+	st.Staleness = pr.stale
+	rewardStats(&st, pr.samples, adv)
+	sp := &pgSpec{
+		obj: clippedSurrogate, adv: broadcast(pr.samples, adv), old: pr.old,
+		clipLow: g.cfg.ClipEps, clipHigh: g.cfg.ClipEpsHigh,
+		klCoef: g.cfg.KLCoef, agg: g.cfg.Aggregation,
+	}
+	if g.cfg.Ref != nil {
+		ref, err := g.cfg.Ref.LogProbs(pr.samples)
+		if err != nil {
+			return st, fmt.Errorf("rl: reference log-probs: %w", err)
+		}
+		sp.ref = ref
+	}
+	err = run(p, pr, sp, g.cfg.Schedule, &st)
+	return st, err
+}
+
+func sortedCopy(x []int) []int {
+	c := append([]int(nil), x...)
+	sort.Ints(c)
+	return c
+}
+
+// PPOConfig configures Proximal Policy Optimization with a value head.
+type PPOConfig struct {
+	Schedule
+	// ClipEps is the clip range of the importance ratio (default 0.2).
+	ClipEps float64
+	// Gamma is the discount (default 0.99) and Lambda the GAE λ
+	// (default 0.95). Use a tiny positive value for 0.
+	Gamma, Lambda float64
+	// ValueCoef weighs the value loss (default 0.5).
+	ValueCoef float64
+	// ValueClip clips the new value to within ±ValueClip of the value at
+	// sampling time (default 0.2; negative disables).
+	ValueClip float64
+	// NoAdvNorm disables normalising the advantages of the batch to zero
+	// mean and unit std.
+	NoAdvNorm bool
+	// Ref and KLCoef add a k3 KL penalty to a frozen reference, as in GRPO.
+	Ref    Policy
+	KLCoef float64
+	// Aggregation of the token terms (default TokenMean).
+	Aggregation Aggregation
+}
+
+// PPO is Proximal Policy Optimization (Schulman et al. 2017, "Proximal Policy
+// Optimization Algorithms", arXiv:1707.06347) with a learned value head and
+// generalized advantage estimation (Schulman et al. 2016, "High-Dimensional
+// Continuous Control Using Generalized Advantage Estimation", ICLR).
+//
+// Each Sample is a complete episode: per-step rewards are Sample.StepRewards,
+// or Sample.Reward on the last action; the value after the last action is 0.
+// With V the values at sampling time,
+//
+//	δ_t = r_t + γV_{t+1} − V_t,  Â_t = Σ_l (γλ)^l δ_{t+l},  R_t = Â_t + V_t,
+//
+// and the loss is the clipped surrogate plus c_v·½max((V−R)², (V_clip−R)²) with
+// V_clip = V_old + clip(V − V_old, −ε_v, ε_v). The policy must return values
+// through LossFunc (a value head).
+type PPO struct {
+	cfg PPOConfig
+}
+
+// NewPPO returns a PPO trainer.
+func NewPPO(cfg PPOConfig) *PPO {
+	if cfg.ClipEps == 0 {
+		cfg.ClipEps = 0.2
+	}
+	if cfg.Gamma == 0 {
+		cfg.Gamma = 0.99
+	}
+	if cfg.Lambda == 0 {
+		cfg.Lambda = 0.95
+	}
+	if cfg.ValueCoef == 0 {
+		cfg.ValueCoef = 0.5
+	}
+	if cfg.ValueClip == 0 {
+		cfg.ValueClip = 0.2
+	}
+	if cfg.ValueClip < 0 {
+		cfg.ValueClip = 0
+	}
+	if cfg.Aggregation == DefaultAggregation {
+		cfg.Aggregation = TokenMean
+	}
+	return &PPO{cfg: cfg}
+}
+
+// GAE computes generalized advantages and returns of one episode whose value
+// after the last step is 0: adv and ret get len(rewards) entries.
+func GAE(rewards, values []float64, gamma, lambda float64) (adv, ret []float64) {
+	n := len(rewards)
+	adv = make([]float64, n)
+	ret = make([]float64, n)
+	var next, a float64
+	for t := n - 1; t >= 0; t-- {
+		delta := rewards[t] + gamma*next - values[t]
+		a = delta + gamma*lambda*a
+		adv[t] = a
+		ret[t] = a + values[t]
+		next = values[t]
+	}
+	return adv, ret
+}
+
+// Update implements Trainer.
+func (pp *PPO) Update(p Policy, batch []Sample) (Stats, error) {
+	var st Stats
+	pr, err := prepare(p, batch, pp.cfg.MaxStaleness)
+	if pr != nil {
+		st.Dropped = pr.dropped
+	}
+	if err != nil {
+		return st, err
+	}
+	values, err := evalValues(p, pr.samples)
+	if err != nil {
+		return st, err
+	}
+	advs := make([][]float64, len(pr.samples))
+	rets := make([][]float64, len(pr.samples))
+	olds := make([][]float64, len(pr.samples))
+	var flat []float64
+	seqAdv := make([]float64, len(pr.samples))
+	for i, s := range pr.samples {
+		n := len(s.Actions)
+		r := make([]float64, n)
+		if s.StepRewards != nil {
+			copy(r, s.StepRewards)
+		} else {
+			r[n-1] = s.Reward
+		}
+		v := make([]float64, n)
+		for t := range v {
+			v[t] = float64(values[i][t])
+		}
+		advs[i], rets[i] = GAE(r, v, pp.cfg.Gamma, pp.cfg.Lambda)
+		olds[i] = v
+		flat = append(flat, advs[i]...)
+		seqAdv[i] = advs[i][0]
+	}
+	if !pp.cfg.NoAdvNorm {
+		m, s := meanStd(flat)
+		for _, a := range advs {
+			for t := range a {
+				a[t] = (a[t] - m) / (s + 1e-8)
+			}
+		}
+	}
+	st.Staleness = pr.stale
+	rewardStats(&st, pr.samples, seqAdv)
+	sp := &pgSpec{
+		obj: clippedSurrogate, adv: advs, old: pr.old,
+		clipLow: pp.cfg.ClipEps, clipHigh: pp.cfg.ClipEps,
+		klCoef: pp.cfg.KLCoef, agg: pp.cfg.Aggregation,
+		returns: rets, oldValue: olds, vclip: pp.cfg.ValueClip, vcoef: pp.cfg.ValueCoef,
+	}
+	if pp.cfg.Ref != nil {
+		ref, err := pp.cfg.Ref.LogProbs(pr.samples)
+		if err != nil {
+			return st, fmt.Errorf("rl: reference log-probs: %w", err)
+		}
+		sp.ref = ref
+	}
+	err = run(p, pr, sp, pp.cfg.Schedule, &st)
+	return st, err
+}
+
+// evalValues returns the value estimates of the current policy.
+func evalValues(p Policy, samples []Sample) ([][]float32, error) {
+	if ev, ok := p.(Evaluator); ok {
+		_, v, err := ev.Evaluate(samples)
+		if err != nil {
+			return nil, fmt.Errorf("rl: evaluate values: %w", err)
+		}
+		if v == nil {
+			return nil, fmt.Errorf("rl: PPO needs a policy with a value head")
+		}
+		return v, nil
+	}
+	var vals [][]float32
+	zero := func(logp, values [][]float32) (float64, [][]float32, [][]float32) {
+		if values == nil {
+			return 0, nil, nil
+		}
+		vals = make([][]float32, len(values))
+		for i := range values {
+			vals[i] = append([]float32(nil), values[i]...)
+		}
+		d := make([][]float32, len(logp))
+		for i := range logp {
+			d[i] = make([]float32, len(logp[i]))
+		}
+		return 0, d, nil
+	}
+	if err := p.ForwardBackward(samples, zero); err != nil {
+		return nil, fmt.Errorf("rl: evaluate values: %w", err)
+	}
+	if vals == nil {
+		return nil, fmt.Errorf("rl: PPO needs a policy with a value head")
+	}
+	return vals, nil
+}
+
+// REINFORCEConfig configures REINFORCE with a moving-average baseline.
+type REINFORCEConfig struct {
+	Schedule
+	// BaselineDecay d of the baseline b ← d·b + (1−d)·mean(r) (default 0.9).
+	BaselineDecay float64
+	// NoBaseline uses the raw reward as advantage.
+	NoBaseline bool
+	// TruncIS caps the importance weight π/π_old of off-policy samples
+	// (default 2).
+	TruncIS float64
+	// Aggregation of the token terms (default SeqSum).
+	Aggregation Aggregation
+}
+
+// REINFORCE is Williams's likelihood-ratio policy gradient (Williams 1992,
+// "Simple Statistical Gradient-Following Algorithms for Connectionist
+// Reinforcement Learning", Machine Learning 8) with a moving-average baseline:
+//
+//	∇L = −agg_t min(ρ_t, c)·(r − b)·∇log π(a_t),
+//
+// where b is the exponential moving average of past batch mean rewards (the
+// first batch uses its own mean), ρ_t corrects stale samples and is 1 on-policy.
+type REINFORCE struct {
+	cfg      REINFORCEConfig
+	baseline float64
+	init     bool
+}
+
+// NewREINFORCE returns a REINFORCE trainer.
+func NewREINFORCE(cfg REINFORCEConfig) *REINFORCE {
+	if cfg.BaselineDecay == 0 {
+		cfg.BaselineDecay = 0.9
+	}
+	if cfg.TruncIS == 0 {
+		cfg.TruncIS = 2
+	}
+	if cfg.Aggregation == DefaultAggregation {
+		cfg.Aggregation = SeqSum
+	}
+	return &REINFORCE{cfg: cfg}
+}
+
+// Baseline returns the current moving-average baseline.
+func (r *REINFORCE) Baseline() float64 { return r.baseline }
+
+// Update implements Trainer.
+func (r *REINFORCE) Update(p Policy, batch []Sample) (Stats, error) {
+	var st Stats
+	pr, err := prepare(p, batch, r.cfg.MaxStaleness)
+	if pr != nil {
+		st.Dropped = pr.dropped
+	}
+	if err != nil {
+		return st, err
+	}
+	rew := make([]float64, len(pr.samples))
+	for i, s := range pr.samples {
+		rew[i] = s.Reward
+	}
+	m, _ := meanStd(rew)
+	if !r.init {
+		r.baseline, r.init = m, true
+	}
+	adv := make([]float64, len(rew))
+	for i := range rew {
+		adv[i] = rew[i]
+		if !r.cfg.NoBaseline {
+			adv[i] -= r.baseline
+		}
+	}
+	r.baseline = r.cfg.BaselineDecay*r.baseline + (1-r.cfg.BaselineDecay)*m
+	st.Baseline = r.baseline
+	st.Staleness = pr.stale
+	rewardStats(&st, pr.samples, adv)
+	sp := &pgSpec{obj: weightedPG, adv: broadcast(pr.samples, adv), old: pr.old, truncIS: r.cfg.TruncIS, agg: r.cfg.Aggregation}
+	err = run(p, pr, sp, r.cfg.Schedule, &st)
+	return st, err
+}
+
+// RLOOConfig configures REINFORCE Leave-One-Out.
+type RLOOConfig struct {
+	Schedule
+	// TruncIS caps the importance weight of off-policy samples (default 2).
+	TruncIS float64
+	// Aggregation of the token terms (default SeqSum).
+	Aggregation Aggregation
+}
+
+// RLOO is REINFORCE with the leave-one-out baseline (Kool et al. 2019;
+// Ahmadian et al. 2024, "Back to Basics: Revisiting REINFORCE Style
+// Optimization for Learning from Human Feedback in LLMs", arXiv:2402.14740).
+// Samples are grouped by TaskID and sample i of a group of k gets
+//
+//	Â_i = r_i − 1/(k−1) Σ_{j≠i} r_j,
+//
+// an unbiased baseline. Groups of one sample have no baseline and are skipped
+// (Stats.SkippedGroups). The loss is REINFORCE's, with truncated importance
+// weights for stale samples.
+type RLOO struct {
+	cfg RLOOConfig
+}
+
+// NewRLOO returns an RLOO trainer.
+func NewRLOO(cfg RLOOConfig) *RLOO {
+	if cfg.TruncIS == 0 {
+		cfg.TruncIS = 2
+	}
+	if cfg.Aggregation == DefaultAggregation {
+		cfg.Aggregation = SeqSum
+	}
+	return &RLOO{cfg: cfg}
+}
+
+// Update implements Trainer.
+func (r *RLOO) Update(p Policy, batch []Sample) (Stats, error) {
+	var st Stats
+	pr, err := prepare(p, batch, r.cfg.MaxStaleness)
+	if pr != nil {
+		st.Dropped = pr.dropped
+	}
+	if err != nil {
+		return st, err
+	}
+	adv := make([]float64, len(pr.samples))
+	var keep []int
+	for _, grp := range groupBy(pr.samples) {
+		k := len(grp)
+		if k < 2 {
+			st.SkippedGroups++
+			continue
+		}
+		var sum float64
+		for _, i := range grp {
+			sum += pr.samples[i].Reward
+		}
+		for _, i := range grp {
+			ri := pr.samples[i].Reward
+			adv[i] = ri - (sum-ri)/float64(k-1)
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) == 0 {
+		return st, nil
+	}
+	if len(keep) < len(pr.samples) {
+		a2 := make([]float64, 0, len(keep))
+		for _, i := range sortedCopy(keep) {
+			a2 = append(a2, adv[i])
+		}
+		pr = pr.subset(keep)
+		adv = a2
+	}
+	st.Staleness = pr.stale
+	rewardStats(&st, pr.samples, adv)
+	sp := &pgSpec{obj: weightedPG, adv: broadcast(pr.samples, adv), old: pr.old, truncIS: r.cfg.TruncIS, agg: r.cfg.Aggregation}
+	err = run(p, pr, sp, r.cfg.Schedule, &st)
+	return st, err
+}
+
+var (
+	_ Trainer = (*GRPO)(nil)
+	_ Trainer = (*PPO)(nil)
+	_ Trainer = (*REINFORCE)(nil)
+	_ Trainer = (*RLOO)(nil)
+)

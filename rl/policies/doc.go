@@ -1,0 +1,6 @@
+// Package policies provides rl.Policy implementations: Softmax, a classic
+// linear or one-hidden-layer softmax policy over an observation vector with an
+// optional value head, exact analytic gradients and its own Adam optimizer,
+// for bandits, contextual bandits and small control tasks; and an adapter of
+// package nn's language models when that package provides them.
+package policies
