@@ -289,7 +289,7 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 		for i, j := range train {
 			apps = append(apps, mkApp(ztr, i, j))
 		}
-		nval := len(apps) / 4
+		nval := len(apps) / 2 // the validator scores on half: a smaller sample picked poor snapshots
 		tr := TrainDecision(apps[nval:], apps[:nval], 3, rounds, 192, 4, rw, o.Seed+uint64(f))
 		if f == 0 {
 			res.Rounds = tr.Rounds
