@@ -65,8 +65,8 @@ func TestLMPolicyLogProbsMatchGeneration(t *testing.T) {
 // maximum. An entropy bonus keeps positions from collapsing onto a token that
 // is right elsewhere in the pattern before the right one is explored (without
 // it, seed 3 stalls at 5/6 after 300 updates; with it, seeds 1, 3, 4, 5, 7
-// all reach ≥ 0.97). Skipped with -short (it trains through
-// Gorgonia graphs for tens of seconds, far longer under -race).
+// all reach ≥ 0.97). Skipped with -short (it trains through Gorgonia graphs:
+// a few seconds normally, far longer under -race).
 func TestLMGRPO(t *testing.T) {
 	if testing.Short() {
 		t.Skip("LM GRPO training skipped in -short mode")
