@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/troupe-ml/troupe/nn"
@@ -45,7 +46,8 @@ func (p *LM) LogProbs(batch []rl.Sample) ([][]float32, error) {
 	return lp, nil
 }
 
-// ForwardBackward implements rl.Policy (values are nil: no value head).
+// ForwardBackward implements rl.Policy (values are nil: no value head). A
+// NaN or Inf loss is not an error: the following Step is skipped instead.
 func (p *LM) ForwardBackward(batch []rl.Sample, loss rl.LossFunc) error {
 	ex, err := seqs(batch)
 	if err != nil {
@@ -55,6 +57,11 @@ func (p *LM) ForwardBackward(batch []rl.Sample, loss rl.LossFunc) error {
 		l, d, _ := loss(logp, nil)
 		return l, d
 	})
+	if errors.Is(err, nn.ErrNonFinite) {
+		// nn drops the gradients and makes the next Step skip; the
+		// trainer sees it as StepInfo.Skipped (Stats.SkippedSteps).
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("policies: LM forward-backward: %w", err)
 	}

@@ -137,3 +137,28 @@ func TestLMGRPO(t *testing.T) {
 		t.Errorf("GRPO reached reward %.3f < 0.9 of the maximum", final)
 	}
 }
+
+// TestLMPolicyNonFiniteLossSkipsStep: a NaN loss is no error; the next Step
+// is skipped and the version does not move.
+func TestLMPolicyNonFiniteLossSkipsStep(t *testing.T) {
+	p := newLMPolicy(2, 1e-3)
+	batch := []rl.Sample{{Prompt: []int{0, 14}, Actions: []int{3, 1}}}
+	err := p.ForwardBackward(batch, func(logp, _ [][]float32) (float64, [][]float32, [][]float32) {
+		return math.NaN(), [][]float32{{1, 1}}, nil
+	})
+	if err != nil {
+		t.Fatalf("NaN loss: %v", err)
+	}
+	info, err := p.Step()
+	if err != nil || !info.Skipped || p.Version() != 0 {
+		t.Fatalf("step after NaN: %+v, %v, version %d", info, err, p.Version())
+	}
+	if err := p.ForwardBackward(batch, func(logp, _ [][]float32) (float64, [][]float32, [][]float32) {
+		return 1, [][]float32{{-1, -1}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := p.Step(); err != nil || info.Skipped || p.Version() != 1 {
+		t.Fatalf("normal step: %+v, %v, version %d", info, err, p.Version())
+	}
+}
