@@ -752,3 +752,72 @@ sg5loop:
 sg5done:
 	VZEROUPPER
 	RET
+
+// ---- element-wise binary ops (AVX2) -----------------------------------------
+
+// BINOP8 defines func NAME(dst, a, b []float32): dst = a OP b over the first
+// len(dst) rounded down to 8 elements, 16 per iteration.
+#define BINOP8(NAME, OP) \
+TEXT NAME(SB), NOSPLIT, $0-72 \
+	MOVQ dst_base+0(FP), DI \
+	MOVQ dst_len+8(FP), CX \
+	MOVQ a_base+24(FP), SI \
+	MOVQ b_base+48(FP), DX \
+	SHRQ $3, CX \
+	JZ 9(PC) \
+	VMOVUPS (SI), Y0 \
+	OP (DX), Y0, Y0 \
+	VMOVUPS Y0, (DI) \
+	ADDQ $32, SI \
+	ADDQ $32, DX \
+	ADDQ $32, DI \
+	DECQ CX \
+	JNZ -7(PC) \
+	VZEROUPPER \
+	RET
+
+BINOP8(·addAVX2, VADDPS)
+BINOP8(·subAVX2, VSUBPS)
+BINOP8(·mulAVX2, VMULPS)
+BINOP8(·divAVX2, VDIVPS)
+
+// func axpyAVX2(alpha float32, x, y []float32)
+// y += alpha·x over the first len(x) rounded down to 8 elements.
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-56
+	VBROADCASTSS alpha+0(FP), Y2
+	MOVQ x_base+8(FP), SI
+	MOVQ x_len+16(FP), CX
+	MOVQ y_base+32(FP), DI
+	SHRQ $3, CX
+	JZ axdone
+axloop:
+	VMOVUPS (DI), Y0
+	VFMADD231PS (SI), Y2, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ axloop
+axdone:
+	VZEROUPPER
+	RET
+
+// func addScalarAVX2(dst, src []float32, s float32)
+// dst[i] = src[i] + s over the first len(dst) rounded down to 8 elements.
+TEXT ·addScalarAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	VBROADCASTSS s+48(FP), Y2
+	SHRQ $3, CX
+	JZ asdone
+asloop:
+	VADDPS (SI), Y2, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ asloop
+asdone:
+	VZEROUPPER
+	RET

@@ -128,6 +128,25 @@ func testAsmMatchesPureGo(t *testing.T, use512 bool) {
 	VecMulScalar(s0, x, 1.5)
 	kUseAVX2, kUseAVX512 = true, use512
 	ktCheckClose(t, "VecMulScalar asm vs Go", s0, s1, 0, 0)
+
+	// element-wise binary ops, scalar add and axpy on both paths (exact
+	// except axpy, whose assembly fuses the multiply-add)
+	for _, n := range []int{8, 15, 16, 17, 33, 100} {
+		a, b := ktRandSlice(rng, n, 1), ktRandSlice(rng, n, 1)
+		for _, op := range []struct {
+			name string
+			f    func(dst, a, b []float32)
+		}{{"VecAdd", VecAdd}, {"VecSub", VecSub}, {"VecMul", VecMul}, {"VecDiv", VecDiv},
+			{"VecAddScalar", func(d, a, _ []float32) { VecAddScalar(d, a, 0.75) }},
+			{"Axpy", func(d, a, b []float32) { copy(d, b); Axpy(-1.25, a, d) }}} {
+			want, got := make([]float32, n), make([]float32, n)
+			kUseAVX2 = false
+			op.f(want, a, b)
+			kUseAVX2 = true
+			op.f(got, a, b)
+			ktCheckClose(t, fmt.Sprintf("%s asm vs Go n=%d", op.name, n), want, got, 1e-6, 1e-7)
+		}
+	}
 	out := make([]float32, 8)
 	VecExp(out, []float32{nan, 0, 0, 0, 0, 0, 0, 0})
 	if out[0] == out[0] || out[1] != 1 {
