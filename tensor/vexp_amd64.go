@@ -80,3 +80,6 @@ func axpyAVX2(alpha float32, x, y []float32)
 
 //go:noescape
 func addScalarAVX2(dst, src []float32, s float32)
+
+//go:noescape
+func adamwAVX2(param, grad, m, v []float32, b1, b2, gs, rc2, eps, decay, step float32)

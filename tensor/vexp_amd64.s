@@ -821,3 +821,50 @@ asloop:
 asdone:
 	VZEROUPPER
 	RET
+
+// func adamwAVX2(param, grad, m, v []float32, b1, b2, gs, rc2, eps, decay, step float32)
+// One AdamW update (see AdamW) over the first len(param) rounded down to 8.
+TEXT ·adamwAVX2(SB), NOSPLIT, $0-124
+	MOVQ param_base+0(FP), DI
+	MOVQ param_len+8(FP), CX
+	MOVQ grad_base+24(FP), SI
+	MOVQ m_base+48(FP), R8
+	MOVQ v_base+72(FP), R9
+	VBROADCASTSS b1+96(FP), Y8
+	VBROADCASTSS kxone<>(SB), Y9
+	VSUBPS Y8, Y9, Y9
+	VBROADCASTSS b2+100(FP), Y10
+	VBROADCASTSS kxone<>(SB), Y11
+	VSUBPS Y10, Y11, Y11
+	VBROADCASTSS gs+104(FP), Y12
+	VBROADCASTSS rc2+108(FP), Y13
+	VBROADCASTSS eps+112(FP), Y14
+	VBROADCASTSS decay+116(FP), Y15
+	VBROADCASTSS step+120(FP), Y7
+	SHRQ $3, CX
+	JZ adone
+aloop:
+	VMULPS (SI), Y12, Y0
+	VMULPS (R8), Y8, Y1
+	VFMADD231PS Y0, Y9, Y1
+	VMOVUPS Y1, (R8)
+	VMULPS Y0, Y0, Y2
+	VMULPS (R9), Y10, Y3
+	VFMADD231PS Y2, Y11, Y3
+	VMOVUPS Y3, (R9)
+	VSQRTPS Y3, Y3
+	VFMADD213PS Y14, Y13, Y3
+	VMULPS Y7, Y1, Y1
+	VDIVPS Y3, Y1, Y1
+	VMULPS (DI), Y15, Y4
+	VSUBPS Y1, Y4, Y4
+	VMOVUPS Y4, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ aloop
+adone:
+	VZEROUPPER
+	RET

@@ -36,3 +36,7 @@ func mulAVX2(dst, a, b []float32)                 { panic("unreachable") }
 func divAVX2(dst, a, b []float32)                 { panic("unreachable") }
 func axpyAVX2(alpha float32, x, y []float32)      { panic("unreachable") }
 func addScalarAVX2(dst, src []float32, s float32) { panic("unreachable") }
+
+func adamwAVX2(param, grad, m, v []float32, b1, b2, gs, rc2, eps, decay, step float32) {
+	panic("unreachable")
+}

@@ -129,6 +129,23 @@ func testAsmMatchesPureGo(t *testing.T, use512 bool) {
 	kUseAVX2, kUseAVX512 = true, use512
 	ktCheckClose(t, "VecMulScalar asm vs Go", s0, s1, 0, 0)
 
+	// AdamW on both paths, a few steps
+	for _, n := range []int{8, 17, 100} {
+		var ps [2][]float32
+		for mode := range 2 {
+			kUseAVX2 = mode == 1
+			r := ktNewRNG(40)
+			p := ktRandSlice(r, n, 1)
+			m, v := make([]float32, n), make([]float32, n)
+			for step := 1; step <= 3; step++ {
+				AdamW(p, ktRandSlice(r, n, 1), m, v, AdamWParams{LR: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Step: step, GradScale: 0.7})
+			}
+			ps[mode] = p
+		}
+		kUseAVX2 = true
+		ktCheckClose(t, fmt.Sprintf("AdamW asm vs Go n=%d", n), ps[0], ps[1], 1e-6, 1e-7)
+	}
+
 	// element-wise binary ops, scalar add and axpy on both paths (exact
 	// except axpy, whose assembly fuses the multiply-add)
 	for _, n := range []int{8, 15, 16, 17, 33, 100} {
