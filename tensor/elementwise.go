@@ -222,6 +222,11 @@ func LogBackward(dx, dy, x []float32) { VecDiv(dx, dy, x) }
 func VecTanh(dst, src []float32) {
 	kSameLen("VecTanh", "(dst, src)", len(dst), len(src))
 	src = src[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		tanhAVX2(dst, src)
+		k := len(dst) &^ 7
+		dst, src = dst[k:], src[k:]
+	}
 	for i, x := range src {
 		dst[i] = Tanh32(x)
 	}

@@ -83,3 +83,6 @@ func addScalarAVX2(dst, src []float32, s float32)
 
 //go:noescape
 func adamwAVX2(param, grad, m, v []float32, b1, b2, gs, rc2, eps, decay, step float32)
+
+//go:noescape
+func tanhAVX2(dst, src []float32)

@@ -868,3 +868,93 @@ aloop:
 adone:
 	VZEROUPPER
 	RET
+
+// ---- tanh (AVX2) ------------------------------------------------------------
+
+DATA kxc7<>+0(SB)/4, $0x39500d01
+DATA kxc7<>+4(SB)/4, $0x39500d01
+DATA kxc7<>+8(SB)/4, $0x39500d01
+DATA kxc7<>+12(SB)/4, $0x39500d01
+DATA kxc7<>+16(SB)/4, $0x39500d01
+DATA kxc7<>+20(SB)/4, $0x39500d01
+DATA kxc7<>+24(SB)/4, $0x39500d01
+DATA kxc7<>+28(SB)/4, $0x39500d01
+GLOBL kxc7<>(SB), RODATA|NOPTR, $32
+
+DATA kxtwo<>+0(SB)/4, $0x40000000
+DATA kxtwo<>+4(SB)/4, $0x40000000
+DATA kxtwo<>+8(SB)/4, $0x40000000
+DATA kxtwo<>+12(SB)/4, $0x40000000
+DATA kxtwo<>+16(SB)/4, $0x40000000
+DATA kxtwo<>+20(SB)/4, $0x40000000
+DATA kxtwo<>+24(SB)/4, $0x40000000
+DATA kxtwo<>+28(SB)/4, $0x40000000
+GLOBL kxtwo<>(SB), RODATA|NOPTR, $32
+
+DATA kxmtwo<>+0(SB)/4, $0xc0000000
+DATA kxmtwo<>+4(SB)/4, $0xc0000000
+DATA kxmtwo<>+8(SB)/4, $0xc0000000
+DATA kxmtwo<>+12(SB)/4, $0xc0000000
+DATA kxmtwo<>+16(SB)/4, $0xc0000000
+DATA kxmtwo<>+20(SB)/4, $0xc0000000
+DATA kxmtwo<>+24(SB)/4, $0xc0000000
+DATA kxmtwo<>+28(SB)/4, $0xc0000000
+GLOBL kxmtwo<>(SB), RODATA|NOPTR, $32
+
+DATA kxsign<>+0(SB)/4, $0x80000000
+DATA kxsign<>+4(SB)/4, $0x80000000
+DATA kxsign<>+8(SB)/4, $0x80000000
+DATA kxsign<>+12(SB)/4, $0x80000000
+DATA kxsign<>+16(SB)/4, $0x80000000
+DATA kxsign<>+20(SB)/4, $0x80000000
+DATA kxsign<>+24(SB)/4, $0x80000000
+DATA kxsign<>+28(SB)/4, $0x80000000
+GLOBL kxsign<>(SB), RODATA|NOPTR, $32
+
+// func tanhAVX2(dst, src []float32)
+// dst[i] = tanh(src[i]) for the first len(dst) rounded down to 8, as Tanh32:
+// e = expm1(-2|x|) = 2ⁿ·q + (2ⁿ - 1) with q = expm1(r) from its polynomial
+// (exact cancellation-free when n = 0), tanh(-|x|) = e/(e+2), sign restored.
+TEXT ·tanhAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	LOADCONST
+	VMOVUPS kxsign<>(SB), Y12
+	VMOVUPS kxtwo<>(SB), Y11
+	SHRQ $3, CX
+	JZ thdone
+thloop:
+	VMOVUPS (SI), Y5
+	VANDNPS Y5, Y12, Y0
+	VMULPS kxmtwo<>(SB), Y0, Y0
+	VMAXPS Y0, Y15, Y0
+	VMULPS kxlog2e<>(SB), Y0, Y2
+	VROUNDPS $0, Y2, Y2
+	VFNMADD231PS kxln2hi<>(SB), Y2, Y0
+	VFNMADD231PS kxln2lo<>(SB), Y2, Y0
+	VCVTPS2DQ Y2, Y2
+	VMOVUPS kxc7<>(SB), Y1
+	VFMADD213PS kxc6<>(SB), Y0, Y1
+	VFMADD213PS kxc5<>(SB), Y0, Y1
+	VFMADD213PS kxc4<>(SB), Y0, Y1
+	VFMADD213PS kxc3<>(SB), Y0, Y1
+	VFMADD213PS kxc2<>(SB), Y0, Y1
+	VFMADD213PS Y13, Y0, Y1
+	VMULPS Y0, Y1, Y1
+	VPADDD kxbias<>(SB), Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VSUBPS Y13, Y2, Y3
+	VFMADD213PS Y3, Y2, Y1
+	VADDPS Y11, Y1, Y3
+	VDIVPS Y3, Y1, Y1
+	VANDNPS Y12, Y5, Y4
+	VXORPS Y4, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ thloop
+thdone:
+	VZEROUPPER
+	RET

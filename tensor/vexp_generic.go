@@ -40,3 +40,5 @@ func addScalarAVX2(dst, src []float32, s float32) { panic("unreachable") }
 func adamwAVX2(param, grad, m, v []float32, b1, b2, gs, rc2, eps, decay, step float32) {
 	panic("unreachable")
 }
+
+func tanhAVX2(dst, src []float32) { panic("unreachable") }

@@ -33,10 +33,14 @@ func testAsmMatchesPureGo(t *testing.T, use512 bool) {
 		x := ktRandSlice(rng, n, 4)
 		copy(x, special)
 		dy := ktRandSlice(rng, n, 1)
+		ths := map[bool][]float32{}
 		run := func(asm bool) (e, g, gb, sm, lsm, sg []float32) {
 			kUseAVX2, kUseAVX512 = asm, asm && use512
 			sg = make([]float32, n)
 			VecSigmoid(sg, x)
+			th := make([]float32, n)
+			VecTanh(th, x)
+			ths[asm] = th
 			e, g, gb = make([]float32, n), make([]float32, n), make([]float32, n)
 			sm, lsm = make([]float32, n), make([]float32, n)
 			VecExp(e, x)
@@ -51,6 +55,12 @@ func testAsmMatchesPureGo(t *testing.T, use512 bool) {
 		e0, g0, gb0, sm0, lsm0, sg0 := run(false)
 		e1, g1, gb1, sm1, lsm1, sg1 := run(true)
 		ktCheckClose(t, "VecSigmoid asm vs Go "+name, sg0, sg1, 1e-6, 0)
+		ktCheckClose(t, "VecTanh asm vs Go "+name, ths[false], ths[true], 1e-6, 0)
+		for i, v := range x {
+			if want := math.Tanh(float64(v)); math.Abs(float64(ths[true][i])-want) > 1e-6*math.Abs(want) {
+				t.Errorf("asm tanh(%v) = %v, want %v", v, ths[true][i], want)
+			}
+		}
 		// exp saturates at exp(88) for x > 88 and flushes x < -87 to 0 in both paths.
 		ktCheckClose(t, "VecExp asm vs Go "+name, e0, e1, 1e-6, 0)
 		// GELU's far negative tail (|gelu| < 1e-9) is exp of a large argument
