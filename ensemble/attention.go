@@ -23,6 +23,10 @@ type AttentionConfig struct {
 	Seed uint64
 	// Name prefixes the parameter names (default "fusion").
 	Name string
+	// VoteOnly drops the context correction: the fused logit is the
+	// attention-weighted vote of the member logits alone (a convex
+	// combination), which overfits less on small data.
+	VoteOnly bool
 }
 
 // Attention is a learned multi-head attention layer over member embeddings,
@@ -110,6 +114,9 @@ func (a *Attention) Learnables() G.Nodes {
 	out := G.Nodes{}
 	out = append(out, a.P...)
 	out = append(out, a.C...)
+	if a.cfg.VoteOnly {
+		return append(out, a.Wq, a.Wk)
+	}
 	return append(out, a.Wq, a.Wk, a.Wv, a.Wo, a.Bo)
 }
 
@@ -194,10 +201,13 @@ func (a *Attention) Fuse(embs []*G.Node, logits, mask *G.Node) (*Fused, error) {
 	w4 := must(G.Reshape(w, tensor.Shape{B, M, H, 1}))
 	ctx := must(G.Sum(must(G.BroadcastHadamardProd(v, w4, nil, []byte{3})), 1)) // (B, H, dk)
 	ctx = must(G.Reshape(ctx, tensor.Shape{B, D}))
-	wbar := must(G.Mean(w, 2))                                  // (B, M)
+	wbar := must(G.Mean(w, 2))                                                             // (B, M)
 	vote := must(G.Sum(must(G.HadamardProd(wbar, must(G.HadamardProd(logits, mask)))), 1)) // (B)
-	corr := must(G.BroadcastAdd(must(G.Mul(ctx, a.Wo)), a.Bo, nil, []byte{0}))   // (B, 1)
-	logit := must(G.Add(vote, must(G.Reshape(corr, tensor.Shape{B}))))
+	corr := must(G.BroadcastAdd(must(G.Mul(ctx, a.Wo)), a.Bo, nil, []byte{0}))             // (B, 1)
+	logit := vote
+	if !a.cfg.VoteOnly {
+		logit = must(G.Add(vote, must(G.Reshape(corr, tensor.Shape{B}))))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ensemble: attention fusion: %w", err)
 	}
@@ -210,3 +220,22 @@ func castScalar(dt tensor.Dtype, v float64) any {
 	}
 	return float32(v)
 }
+
+// In returns the layer bound to another graph g, sharing the parameter
+// values (not copies): training through one graph is seen by the other.
+// Use it to build an inference graph of a different batch size.
+func (a *Attention) In(g *G.ExprGraph) *Attention {
+	b := &Attention{cfg: a.cfg, g: g}
+	bind := func(n *G.Node) *G.Node {
+		return G.NewMatrix(g, a.cfg.Dtype, G.WithShape(n.Shape()...), G.WithName(n.Name()), G.WithValue(n.Value()))
+	}
+	for m := range a.P {
+		b.P = append(b.P, bind(a.P[m]))
+		b.C = append(b.C, bind(a.C[m]))
+	}
+	b.Wq, b.Wk, b.Wv, b.Wo, b.Bo = bind(a.Wq), bind(a.Wk), bind(a.Wv), bind(a.Wo), bind(a.Bo)
+	return b
+}
+
+// Config returns the layer's configuration.
+func (a *Attention) Config() AttentionConfig { return a.cfg }

@@ -4,6 +4,23 @@
 // that learn together but share no parameters.
 //
 // A policy is any model, usually from package nn, that returns log-probabilities
-// of the actions or tokens it took. Package swarm runs rl's trainers behind its
-// servers.
+// of the actions or tokens it took (the Policy interface). Algorithms never see
+// parameters: each expresses its loss as a LossFunc over the per-action
+// log-probabilities (and value estimates, for PPO), the policy evaluates it and
+// backpropagates, and Step applies the policy's own optimizer. A Trainer's
+// Update takes a batch of Samples and runs Schedule.Epochs passes of
+// Schedule.MiniBatches optimizer steps over it.
+//
+// Off-policy samples: every Sample records the Version of the parameters that
+// produced it and the log-probabilities it was sampled with. Samples older than
+// Schedule.MaxStaleness versions are dropped (Stats.Dropped); the others are
+// corrected by the importance ratio π_θ(a)/π_old(a), clipped (GRPO, PPO) or
+// truncated (REINFORCE, RLOO).
+//
+// Subpackages: policies (a classic softmax policy with exact gradients; the
+// language-model adapter), reward (scheduled multi-objective rewards and
+// novelty), replay (prioritized experience replay), gradcomp (quantised and
+// sparsified gradient exchange with error feedback and differential privacy)
+// and metrics (CSV/JSON-lines logs, PNG curves, progress bar, profiles).
+// Package swarm runs rl's trainers behind its servers.
 package rl

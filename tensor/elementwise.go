@@ -65,6 +65,11 @@ func VecAddScalar(dst, a []float32, s float32) {
 func VecMulScalar(dst, a []float32, s float32) {
 	kSameLen("VecMulScalar", "(dst, a)", len(dst), len(a))
 	a = a[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		scaleAVX2(dst, a, s)
+		k := len(dst) &^ 7
+		dst, a = dst[k:], a[k:]
+	}
 	for i := range dst {
 		dst[i] = a[i] * s
 	}
@@ -152,6 +157,11 @@ func ReLUBackward(dx, dy, x []float32) {
 func VecExp(dst, src []float32) {
 	kSameLen("VecExp", "(dst, src)", len(dst), len(src))
 	src = src[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		kExpShiftSum(dst, src, 0)
+		k := len(dst) &^ 7
+		dst, src = dst[k:], src[k:]
+	}
 	for i, x := range src {
 		// Exp32, inlined by hand (too large for the compiler's inliner).
 		y := min(max(x, exp32Lo), exp32Hi)
@@ -205,6 +215,11 @@ func TanhBackward(dx, dy, y []float32) {
 func VecSigmoid(dst, src []float32) {
 	kSameLen("VecSigmoid", "(dst, src)", len(dst), len(src))
 	src = src[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		kSigmoidVec(dst, src)
+		k := len(dst) &^ 7
+		dst, src = dst[k:], src[k:]
+	}
 	for i, x := range src {
 		x = -x
 		y := min(max(x, exp32Lo), exp32Hi)

@@ -19,6 +19,11 @@ const (
 // kGELUChunk writes gelu(src) to dst, Exp32 inlined by hand.
 func kGELUChunk(dst, src []float32) {
 	src = src[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		kGELUVec(dst, src)
+		k := len(dst) &^ 7
+		dst, src = dst[k:], src[k:]
+	}
 	for i, x := range src {
 		e := -2 * geluK0 * (x + geluK1*x*x*x)
 		y := min(max(e, exp32Lo), exp32Hi)
@@ -37,6 +42,11 @@ func kGELUChunk(dst, src []float32) {
 
 func kGELUBackwardChunk(dx, dy, x []float32) {
 	dy, x = dy[:len(dx)], x[:len(dx)]
+	if kUseAVX2 && len(dx) >= 8 {
+		kGELUBackwardVec(dx, dy, x)
+		k := len(dx) &^ 7
+		dx, dy, x = dx[k:], dy[k:], x[k:]
+	}
 	for i, xv := range x {
 		x2 := xv * xv
 		e := -2 * geluK0 * (xv + geluK1*x2*xv)

@@ -1,52 +1,428 @@
 package tensor
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
 
 // Gemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices, where
 // op(X) is X or Xᵀ. op(A) is m×k, op(B) is k×n, C is m×n; lda, ldb, ldc are
-// the row strides (leading dimensions) of the stored matrices.
+// the row strides (leading dimensions) of the stored matrices. As in BLAS,
+// beta == 0 overwrites C without reading it (NaN in C does not propagate).
+//
+// Gemm is cache-blocked and packed in the manner of BLIS (Van Zee & van de
+// Geijn, "BLIS: A Framework for Rapidly Instantiating BLAS Functionality",
+// ACM TOMS 2015; Goto & van de Geijn, "Anatomy of High-Performance Matrix
+// Multiplication", ACM TOMS 2008): for each KC×NC block of op(B) packed into
+// NR-column panels and each MC×KC block of op(A) packed into MR-row panels,
+// a register-blocked MR×NR micro-kernel (AVX-512, AVX2/FMA or portable Go,
+// chosen from the CPU's features) updates C. Large products run on up to
+// Threads() goroutines.
+//
+// Bad arguments (negative sizes, leading dimensions smaller than a row, slices
+// too short or nil for the shapes) panic with a message naming the shapes.
 func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
-	for i := 0; i < m; i++ {
-		for j := 0; j < n; j++ {
-			var s float32
-			for p := 0; p < k; p++ {
-				var av, bv float32
-				if transA {
-					av = a[p*lda+i]
-				} else {
-					av = a[i*lda+p]
+	gemmParallel(gemmDefault, Threads(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// GemmBatched runs batch independent Gemm calls; matrix i of A starts at
+// a[i*strideA], and likewise for B and C. Batches of small products run in
+// parallel across batch entries; large ones parallelise inside each product.
+func GemmBatched(transA, transB bool, batch, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int) {
+	gemmBatchedWith(gemmDefault, Threads(), transA, transB, batch, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC)
+}
+
+func gemmBatchedWith(kern *gemmKernel, threads int, transA, transB bool, batch, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int) {
+	if batch < 0 || strideA < 0 || strideB < 0 || strideC < 0 {
+		panic(fmt.Sprintf("tensor: GemmBatched: negative batch %d or stride (%d, %d, %d) for %d×%d×%d products", batch, strideA, strideB, strideC, m, n, k))
+	}
+	if batch == 0 {
+		return
+	}
+	// Check the first and the last matrix of each operand; the ones between
+	// lie inside those bounds.
+	last := batch - 1
+	checkGemmNamed("GemmBatched", transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	sub := func(s []float32, off int) []float32 {
+		if off > len(s) {
+			return nil
+		}
+		return s[off:]
+	}
+	checkGemmNamed(fmt.Sprintf("GemmBatched (matrix %d of %d, strides %d, %d, %d)", last, batch, strideA, strideB, strideC),
+		transA, transB, m, n, k, sub(a, last*strideA), lda, sub(b, last*strideB), ldb, sub(c, last*strideC), ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	flops := m * n * max(k, 1)
+	if threads > 1 && batch > 1 && flops < parallelMinFlops*threads {
+		// Small products: spread whole products over the goroutines.
+		nw := min(threads, batch)
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		for w := 0; w < nw; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= batch {
+						return
+					}
+					gemmSerial(kern, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
 				}
-				if transB {
-					bv = b[j*ldb+p]
-				} else {
-					bv = b[p*ldb+j]
-				}
-				s += av * bv
+			}()
+		}
+		wg.Wait()
+		return
+	}
+	for i := 0; i < batch; i++ {
+		gemmParallel(kern, threads, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+	}
+}
+
+// gemmThreads is the goroutine count for large products; 0 means GOMAXPROCS.
+var gemmThreads atomic.Int32
+
+// SetThreads sets how many goroutines Gemm and GemmBatched may use for large
+// products; n <= 0 restores the default, runtime.GOMAXPROCS(0). It returns
+// the previous setting (0 for the default).
+func SetThreads(n int) int {
+	if n < 0 {
+		n = 0
+	}
+	return int(gemmThreads.Swap(int32(n)))
+}
+
+// Threads reports how many goroutines Gemm uses for large products.
+func Threads() int {
+	if n := gemmThreads.Load(); n > 0 {
+		return int(n)
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// parallelMinFlops is the m·n·k below which a product runs on one goroutine:
+// under it, start-up costs more than the split gains.
+const parallelMinFlops = 96 * 96 * 96
+
+// gemmKernel describes one micro-kernel and the blocking it wants.
+type gemmKernel struct {
+	name       string
+	mr, nr     int // register tile of C
+	mc, kc, nc int // cache blocks: A block mc×kc, B block kc×nc
+	// aOuter runs the micro-tiles of a block row by row (the A micro-panel
+	// stays in L1 while B streams from L2) instead of column by column.
+	aOuter bool
+	// fn computes C[0:mr,0:nr] = alpha·Ap·Bp + beta·C from packed panels.
+	fn   func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+	pool sync.Pool // *gemmBuf
+}
+
+type kernelAvail struct {
+	k  *gemmKernel
+	ok bool
+}
+
+// gemmDefault is the fastest micro-kernel the CPU supports.
+var gemmDefault = func() *gemmKernel {
+	for _, ka := range gemmKernels() {
+		if ka.ok {
+			return ka.k
+		}
+	}
+	return kernelGo
+}()
+
+// GemmKernel names the micro-kernel Gemm runs on this CPU: "avx512", "avx2"
+// or "go".
+func GemmKernel() string { return gemmDefault.name }
+
+// gemmBuf holds one goroutine's packing buffers, 64-byte aligned.
+type gemmBuf struct {
+	a, b, tmp []float32
+}
+
+func (kern *gemmKernel) getBuf() *gemmBuf {
+	if v := kern.pool.Get(); v != nil {
+		return v.(*gemmBuf)
+	}
+	mcR := (kern.mc + kern.mr - 1) / kern.mr * kern.mr
+	ncR := (kern.nc + kern.nr - 1) / kern.nr * kern.nr
+	return &gemmBuf{
+		a:   aligned(mcR * kern.kc),
+		b:   aligned(kern.kc * ncR),
+		tmp: aligned(kern.mr * kern.nr),
+	}
+}
+
+// aligned returns a zeroed slice of n float32 starting on a 64-byte boundary.
+func aligned(n int) []float32 {
+	s := make([]float32, n+16)
+	off := 0
+	if r := uintptr(unsafe.Pointer(&s[0])) % 64; r != 0 {
+		off = int(64-r) / 4
+	}
+	return s[off : off+n : off+n]
+}
+
+// gemmParallel splits a product over up to threads goroutines along M or N
+// (whichever has more micro-tiles), each running gemmSerial on its slab.
+func gemmParallel(kern *gemmKernel, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if threads <= 1 || m*n*max(k, 1) < parallelMinFlops {
+		gemmSerial(kern, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	tm := (m + kern.mr - 1) / kern.mr
+	tn := (n + kern.nr - 1) / kern.nr
+	var wg sync.WaitGroup
+	if tm >= tn {
+		nw := min(threads, tm)
+		for w := 0; w < nw; w++ {
+			i0 := tm * w / nw * kern.mr
+			i1 := min(tm*(w+1)/nw*kern.mr, m)
+			if i0 >= i1 {
+				continue
 			}
-			if beta == 0 {
-				c[i*ldc+j] = alpha * s
-			} else {
-				c[i*ldc+j] = alpha*s + beta*c[i*ldc+j]
+			aOff := i0 * lda
+			if transA {
+				aOff = i0
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				gemmSerial(kern, transA, transB, i1-i0, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+			}()
+		}
+	} else {
+		nw := min(threads, tn)
+		for w := 0; w < nw; w++ {
+			j0 := tn * w / nw * kern.nr
+			j1 := min(tn*(w+1)/nw*kern.nr, n)
+			if j0 >= j1 {
+				continue
+			}
+			bOff := j0
+			if transB {
+				bOff = j0 * ldb
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				gemmSerial(kern, transA, transB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, beta, c[j0:], ldc)
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// gemmSerial is the blocked, packed product on the calling goroutine. The
+// arguments have been checked.
+func gemmSerial(kern *gemmKernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return
+	}
+	buf := kern.getBuf()
+	defer kern.pool.Put(buf)
+	mr, nr := kern.mr, kern.nr
+	for jc := 0; jc < n; jc += kern.nc {
+		nb := min(kern.nc, n-jc)
+		for pc := 0; pc < k; pc += kern.kc {
+			kb := min(kern.kc, k-pc)
+			betaP := beta
+			if pc > 0 {
+				betaP = 1
+			}
+			packB(buf.b, transB, b, ldb, pc, jc, kb, nb, nr)
+			for ic := 0; ic < m; ic += kern.mc {
+				mb := min(kern.mc, m-ic)
+				packA(buf.a, transA, a, lda, ic, pc, mb, kb, mr)
+				macroKernel(kern, buf, mb, nb, kb, alpha, betaP, c[ic*ldc+jc:], ldc)
 			}
 		}
 	}
 }
 
-// GemmBatched runs batch independent Gemm calls; matrix i of A starts at
-// a[i*strideA], and likewise for B and C.
-func GemmBatched(transA, transB bool, batch, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int) {
-	if batch < 0 || strideA < 0 || strideB < 0 || strideC < 0 {
-		panic(fmt.Sprintf("tensor: GemmBatched: negative batch %d or stride (%d, %d, %d)", batch, strideA, strideB, strideC))
+// macroKernel runs the micro-kernel over the packed mb×kb block of A and
+// kb×nb block of B, updating the mb×nb block of C at c.
+func macroKernel(kern *gemmKernel, buf *gemmBuf, mb, nb, kb int, alpha, beta float32, c []float32, ldc int) {
+	mr, nr := kern.mr, kern.nr
+	tmp := buf.tmp
+	tile := func(ir, jr int) {
+		mrr, nrr := min(mr, mb-ir), min(nr, nb-jr)
+		ap, bp := &buf.a[ir*kb], &buf.b[jr*kb]
+		ci := ir*ldc + jr
+		if mrr == mr && nrr == nr {
+			kern.fn(kb, ap, bp, &c[ci], ldc, alpha, beta)
+			return
+		}
+		// Edge tile: compute the full tile into tmp, then merge the valid
+		// part into C.
+		kern.fn(kb, ap, bp, &tmp[0], nr, alpha, 0)
+		for i := 0; i < mrr; i++ {
+			row := c[ci+i*ldc : ci+i*ldc+nrr]
+			t := tmp[i*nr : i*nr+nrr]
+			if beta == 0 {
+				copy(row, t)
+			} else {
+				for j := range row {
+					row[j] = t[j] + beta*row[j]
+				}
+			}
+		}
 	}
-	for i := 0; i < batch; i++ {
-		Gemm(transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+	if kern.aOuter {
+		for ir := 0; ir < mb; ir += mr {
+			for jr := 0; jr < nb; jr += nr {
+				tile(ir, jr)
+			}
+		}
+		return
+	}
+	for jr := 0; jr < nb; jr += nr {
+		for ir := 0; ir < mb; ir += mr {
+			tile(ir, jr)
+		}
+	}
+}
+
+// scaleC computes C = beta·C (C = 0 when beta == 0).
+func scaleC(m, n int, beta float32, c []float32, ldc int) {
+	if beta == 1 {
+		return
+	}
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// packA packs the mb×kb block of op(A) at (i0, p0) into ceil(mb/mr) panels,
+// panel ip holding kb steps of mr values op(A)[i0+ip·mr+r, p0+p], rows past
+// mb zero.
+func packA(dst []float32, transA bool, a []float32, lda, i0, p0, mb, kb, mr int) {
+	for ir := 0; ir < mb; ir += mr {
+		mrr := min(mr, mb-ir)
+		panel := dst[ir*kb : ir*kb+mr*kb]
+		if transA {
+			// op(A)[i, p] = a[p*lda+i]: each step is a contiguous run.
+			off := (p0)*lda + i0 + ir
+			packRuns(panel, a[off:off+(kb-1)*lda+mrr], lda, mrr, mr, kb)
+		} else {
+			// op(A)[i, p] = a[i*lda+p]: transpose rows into the panel.
+			off := (i0+ir)*lda + p0
+			packTranspose(panel, a[off:off+(mrr-1)*lda+kb], lda, mrr, mr, kb)
+		}
+	}
+}
+
+// packB packs the kb×nb block of op(B) at (p0, j0) into ceil(nb/nr) panels,
+// panel jp holding kb steps of nr values op(B)[p0+p, j0+jp·nr+j], columns
+// past nb zero.
+func packB(dst []float32, transB bool, b []float32, ldb, p0, j0, kb, nb, nr int) {
+	for jr := 0; jr < nb; jr += nr {
+		nrr := min(nr, nb-jr)
+		panel := dst[jr*kb : jr*kb+nr*kb]
+		if !transB {
+			// op(B)[p, j] = b[p*ldb+j]: each step is a contiguous run.
+			off := p0*ldb + j0 + jr
+			packRuns(panel, b[off:off+(kb-1)*ldb+nrr], ldb, nrr, nr, kb)
+		} else {
+			// op(B)[p, j] = b[j*ldb+p]: transpose.
+			off := (j0+jr)*ldb + p0
+			packTranspose(panel, b[off:off+(nrr-1)*ldb+kb], ldb, nrr, nr, kb)
+		}
+	}
+}
+
+// packRuns sets panel[p*width+j] = src[p*ld+j] for p < kb, j < w, and zero
+// for w ≤ j < width. len(panel) ≥ kb·width and len(src) ≥ (kb-1)·ld+w have
+// been checked by the caller's slicing.
+func packRuns(panel, src []float32, ld, w, width, kb int) {
+	_ = panel[kb*width-1]
+	_ = src[(kb-1)*ld+w-1]
+	if w == width {
+		switch width {
+		case 32:
+			for p := 0; p < kb; p++ {
+				*(*[32]float32)(panel[p*32:]) = *(*[32]float32)(src[p*ld:])
+			}
+			return
+		case 16:
+			for p := 0; p < kb; p++ {
+				*(*[16]float32)(panel[p*16:]) = *(*[16]float32)(src[p*ld:])
+			}
+			return
+		}
+	}
+	for p := 0; p < kb; p++ {
+		d := panel[p*width : p*width+width]
+		copy(d, src[p*ld:p*ld+w])
+		clear(d[w:])
+	}
+}
+
+// packTranspose sets panel[p*width+r] = src[r*ld+p] for p < kb, r < w, and
+// zero for w ≤ r < width. It works in chunks of 16 steps so that the panel
+// region being written stays in L1 while each source row is read in whole
+// cache lines. The caller's slicing has checked len(panel) ≥ kb·width and
+// len(src) ≥ (w-1)·ld+kb; the loops below use unchecked pointers within
+// those bounds.
+func packTranspose(panel, src []float32, ld, w, width, kb int) {
+	_ = panel[kb*width-1]
+	_ = src[(w-1)*ld+kb-1]
+	const chunk = 16
+	dp := unsafe.Pointer(&panel[0])
+	sp := unsafe.Pointer(&src[0])
+	stride := uintptr(width) * 4
+	for p0 := 0; p0 < kb; p0 += chunk {
+		pn := min(chunk, kb-p0)
+		for r := 0; r < w; r++ {
+			s := unsafe.Add(sp, (r*ld+p0)*4)
+			d := unsafe.Add(dp, (p0*width+r)*4)
+			p := 0
+			for ; p+4 <= pn; p += 4 {
+				v := (*[4]float32)(unsafe.Add(s, p*4))
+				*(*float32)(d) = v[0]
+				*(*float32)(unsafe.Add(d, stride)) = v[1]
+				*(*float32)(unsafe.Add(d, 2*stride)) = v[2]
+				*(*float32)(unsafe.Add(d, 3*stride)) = v[3]
+				d = unsafe.Add(d, 4*stride)
+			}
+			for ; p < pn; p++ {
+				*(*float32)(d) = *(*float32)(unsafe.Add(s, p*4))
+				d = unsafe.Add(d, stride)
+			}
+		}
+	}
+	if w < width {
+		for p := 0; p < kb; p++ {
+			clear(panel[p*width+w : p*width+width])
+		}
 	}
 }
 
 func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	checkGemmNamed("Gemm", transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+}
+
+func checkGemmNamed(fn string, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
-		panic(fmt.Sprintf("tensor: Gemm: negative size m=%d n=%d k=%d", m, n, k))
+		panic(fmt.Sprintf("tensor: %s: negative size m=%d n=%d k=%d", fn, m, n, k))
 	}
 	ar, ac := m, k
 	if transA {
@@ -56,15 +432,22 @@ func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	if transB {
 		br, bc = n, k
 	}
-	need := func(name string, rows, cols, ld, have int) {
+	need := func(name string, rows, cols, ld int, s []float32) {
 		if ld < max(cols, 1) {
-			panic(fmt.Sprintf("tensor: Gemm: %s is %d×%d but leading dimension is %d", name, rows, cols, ld))
+			panic(fmt.Sprintf("tensor: %s: %s is %d×%d but leading dimension is %d (want ≥ %d) in m=%d n=%d k=%d product", fn, name, rows, cols, ld, max(cols, 1), m, n, k))
 		}
-		if rows > 0 && cols > 0 && have < (rows-1)*ld+cols {
-			panic(fmt.Sprintf("tensor: Gemm: %s is %d×%d with ld %d, needs %d elements, has %d", name, rows, cols, ld, (rows-1)*ld+cols, have))
+		if rows == 0 || cols == 0 || m == 0 || n == 0 {
+			return
+		}
+		want := (rows-1)*ld + cols
+		if s == nil {
+			panic(fmt.Sprintf("tensor: %s: %s is nil but must be %d×%d (ld %d) in m=%d n=%d k=%d product", fn, name, rows, cols, ld, m, n, k))
+		}
+		if len(s) < want {
+			panic(fmt.Sprintf("tensor: %s: %s is %d×%d with ld %d, needs %d elements, has %d", fn, name, rows, cols, ld, want, len(s)))
 		}
 	}
-	need("A", ar, ac, lda, len(a))
-	need("B", br, bc, ldb, len(b))
-	need("C", m, n, ldc, len(c))
+	need("A", ar, ac, lda, a)
+	need("B", br, bc, ldb, b)
+	need("C", m, n, ldc, c)
 }

@@ -12,20 +12,20 @@ import (
 
 // Shapes every row-wise kernel is checked on: odd and edge sizes, including
 // sizes large enough to take the parallel path.
-var rowShapes = []struct{ rows, cols int }{
+var ktRowShapes = []struct{ rows, cols int }{
 	{0, 7}, {1, 1}, {1, 7}, {7, 1}, {7, 33}, {33, 7}, {3, 257}, {257, 33}, {1, 1000}, {300, 512},
 }
 
-var flatSizes = []int{0, 1, 7, 33, 257, 1000, 70000}
+var ktFlatSizes = []int{0, 1, 7, 33, 257, 1000, 70000}
 
-func approx(rel, abs float64) cmp.Option {
+func ktApprox(rel, abs float64) cmp.Option {
 	return cmp.Options{cmpopts.EquateApprox(rel, abs), cmpopts.EquateEmpty(), cmpopts.EquateNaNs()}
 }
 
-// checkClose compares with go-cmp's EquateApprox semantics (|x-y| ≤
+// ktCheckClose compares with go-cmp's EquateApprox semantics (|x-y| ≤
 // max(abs, rel·min(|x|, |y|))). Reflection over 10⁵ elements is slow, so a
 // plain loop with the same rule screens first and cmp.Diff reports.
-func checkClose(t *testing.T, name string, want, got []float32, rel, abs float64) {
+func ktCheckClose(t *testing.T, name string, want, got []float32, rel, abs float64) {
 	t.Helper()
 	ok := len(want) == len(got)
 	for i := 0; ok && i < len(want); i++ {
@@ -37,14 +37,14 @@ func checkClose(t *testing.T, name string, want, got []float32, rel, abs float64
 	if ok {
 		return
 	}
-	if diff := cmp.Diff(want, got, approx(rel, abs)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", name, firstLines(diff, 20))
+	if diff := cmp.Diff(want, got, ktApprox(rel, abs)); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", name, ktFirstLines(diff, 20))
 	} else {
 		t.Errorf("%s: screening loop and go-cmp disagree", name)
 	}
 }
 
-func firstLines(s string, n int) string {
+func ktFirstLines(s string, n int) string {
 	l := strings.Split(s, "\n")
 	if len(l) > n {
 		l = append(l[:n], "...")
@@ -52,7 +52,7 @@ func firstLines(s string, n int) string {
 	return strings.Join(l, "\n")
 }
 
-func mustPanic(t *testing.T, name string, contains []string, f func()) {
+func ktMustPanic(t *testing.T, name string, contains []string, f func()) {
 	t.Helper()
 	defer func() {
 		t.Helper()
@@ -121,7 +121,7 @@ func TestTanhSigmoidAccuracy(t *testing.T) {
 		x64 := float64(x)
 		tw := math.Tanh(x64)
 		wt = max(wt, math.Abs(float64(Tanh32(x))-tw)/max(math.Abs(tw), 1e-30))
-		sw := refSigmoid(x64)
+		sw := ktRefSigmoid(x64)
 		ws = max(ws, math.Abs(float64(Sigmoid32(x))-sw)/sw)
 	}
 	for _, x := range []float32{1e-3, -1e-5, 1e-8, 3e-38} {
@@ -135,7 +135,7 @@ func TestTanhSigmoidAccuracy(t *testing.T) {
 }
 
 func TestElementwise(t *testing.T) {
-	rng := newRNG(1)
+	rng := ktNewRNG(1)
 	type un struct {
 		name string
 		f    func(dst, src []float32)
@@ -147,9 +147,9 @@ func TestElementwise(t *testing.T) {
 		{"VecExp", VecExp, math.Exp, false, 1e-30},
 		{"VecLog", VecLog, math.Log, true, 1e-30},
 		{"VecTanh", VecTanh, math.Tanh, false, 1e-30},
-		{"VecSigmoid", VecSigmoid, refSigmoid, false, 1e-30},
+		{"VecSigmoid", VecSigmoid, ktRefSigmoid, false, 1e-30},
 		{"VecReLU", VecReLU, func(x float64) float64 { return math.Max(x, 0) }, false, 0},
-		{"GELU", GELU, refGELU, false, 1e-10},
+		{"GELU", GELU, ktRefGELU, false, 1e-10},
 	}
 	type bin struct {
 		name string
@@ -173,9 +173,9 @@ func TestElementwise(t *testing.T) {
 		{"VecScalarSub", VecScalarSub, func(a, s float64) float64 { return s - a }},
 		{"VecScalarDiv", VecScalarDiv, func(a, s float64) float64 { return s / a }},
 	}
-	for _, n := range flatSizes {
-		x := randSlice(rng, n, 3)
-		y := randSlice(rng, n, 3)
+	for _, n := range ktFlatSizes {
+		x := ktRandSlice(rng, n, 3)
+		y := ktRandSlice(rng, n, 3)
 		pos := make([]float32, n)
 		for i := range pos {
 			pos[i] = float32(math.Exp(float64(x[i]) * 5))
@@ -191,11 +191,11 @@ func TestElementwise(t *testing.T) {
 			}
 			got := make([]float32, n)
 			u.f(got, in)
-			checkClose(t, fmt.Sprintf("%s n=%d", u.name, n), want, got, 2e-6, u.abs)
+			ktCheckClose(t, fmt.Sprintf("%s n=%d", u.name, n), want, got, 2e-6, u.abs)
 			// in place
 			cp := append([]float32(nil), in...)
 			u.f(cp, cp)
-			checkClose(t, fmt.Sprintf("%s in place n=%d", u.name, n), want, cp, 2e-6, u.abs)
+			ktCheckClose(t, fmt.Sprintf("%s in place n=%d", u.name, n), want, cp, 2e-6, u.abs)
 		}
 		for _, b := range binary {
 			want := make([]float32, n)
@@ -204,7 +204,7 @@ func TestElementwise(t *testing.T) {
 			}
 			got := make([]float32, n)
 			b.f(got, x, y)
-			checkClose(t, fmt.Sprintf("%s n=%d", b.name, n), want, got, 1e-7, 0)
+			ktCheckClose(t, fmt.Sprintf("%s n=%d", b.name, n), want, got, 1e-7, 0)
 		}
 		for _, s := range scalar {
 			want := make([]float32, n)
@@ -213,7 +213,7 @@ func TestElementwise(t *testing.T) {
 			}
 			got := make([]float32, n)
 			s.f(got, x, 1.75)
-			checkClose(t, fmt.Sprintf("%s n=%d", s.name, n), want, got, 1e-7, 0)
+			ktCheckClose(t, fmt.Sprintf("%s n=%d", s.name, n), want, got, 1e-7, 0)
 		}
 		// Axpy
 		want := make([]float32, n)
@@ -222,17 +222,17 @@ func TestElementwise(t *testing.T) {
 		}
 		got := append([]float32(nil), y...)
 		Axpy(0.5, x, got)
-		checkClose(t, fmt.Sprintf("Axpy n=%d", n), want, got, 1e-6, 1e-7)
+		ktCheckClose(t, fmt.Sprintf("Axpy n=%d", n), want, got, 1e-6, 1e-7)
 	}
-	mustPanic(t, "VecAdd", []string{"[3 3 2]"}, func() { VecAdd(make([]float32, 3), make([]float32, 3), make([]float32, 2)) })
-	mustPanic(t, "Axpy", []string{"[2 3]"}, func() { Axpy(1, make([]float32, 2), make([]float32, 3)) })
+	ktMustPanic(t, "VecAdd", []string{"[3 3 2]"}, func() { VecAdd(make([]float32, 3), make([]float32, 3), make([]float32, 2)) })
+	ktMustPanic(t, "Axpy", []string{"[2 3]"}, func() { Axpy(1, make([]float32, 2), make([]float32, 3)) })
 }
 
 func TestElementwiseBackwardFiniteDiff(t *testing.T) {
-	rng := newRNG(2)
+	rng := ktNewRNG(2)
 	const n = 33
-	x := randSlice(rng, n, 1.5)
-	dy := randSlice(rng, n, 1)
+	x := ktRandSlice(rng, n, 1.5)
+	dy := ktRandSlice(rng, n, 1)
 	pos := make([]float32, n)
 	for i := range pos {
 		pos[i] = 0.1 + float32(math.Abs(float64(x[i])))
@@ -246,9 +246,9 @@ func TestElementwiseBackwardFiniteDiff(t *testing.T) {
 		{"Exp", x, math.Exp, func(dx, dy, x, y []float32) { ExpBackward(dx, dy, y) }},
 		{"Log", pos, math.Log, func(dx, dy, x, y []float32) { LogBackward(dx, dy, x) }},
 		{"Tanh", x, math.Tanh, func(dx, dy, x, y []float32) { TanhBackward(dx, dy, y) }},
-		{"Sigmoid", x, refSigmoid, func(dx, dy, x, y []float32) { SigmoidBackward(dx, dy, y) }},
+		{"Sigmoid", x, ktRefSigmoid, func(dx, dy, x, y []float32) { SigmoidBackward(dx, dy, y) }},
 		{"ReLU", x, func(v float64) float64 { return math.Max(v, 0) }, func(dx, dy, x, y []float32) { ReLUBackward(dx, dy, x) }},
-		{"GELU", x, refGELU, func(dx, dy, x, y []float32) { GELUBackward(dx, dy, x) }},
+		{"GELU", x, ktRefGELU, func(dx, dy, x, y []float32) { GELUBackward(dx, dy, x) }},
 	} {
 		y := make([]float32, n)
 		for i, v := range tc.in {
@@ -256,7 +256,7 @@ func TestElementwiseBackwardFiniteDiff(t *testing.T) {
 		}
 		got := make([]float32, n)
 		tc.bwd(got, dy, tc.in, y)
-		dy64 := to64(dy)
+		dy64 := ktTo64(dy)
 		f := func(v []float64) float64 {
 			var s float64
 			for i := range v {
@@ -264,13 +264,13 @@ func TestElementwiseBackwardFiniteDiff(t *testing.T) {
 			}
 			return s
 		}
-		want := to32(centralDiff(f, to64(tc.in), 1e-6))
-		checkClose(t, tc.name+"Backward vs finite differences", want, got, 1e-4, 1e-5)
+		want := ktTo32(ktCentralDiff(f, ktTo64(tc.in), 1e-6))
+		ktCheckClose(t, tc.name+"Backward vs finite differences", want, got, 1e-4, 1e-5)
 	}
 	// GELUBackward against the analytic float64 derivative over many sizes.
-	for _, n := range flatSizes {
-		x := randSlice(rng, n, 3)
-		dy := randSlice(rng, n, 1)
+	for _, n := range ktFlatSizes {
+		x := ktRandSlice(rng, n, 3)
+		dy := ktRandSlice(rng, n, 1)
 		want := make([]float32, n)
 		for i := range x {
 			u := float64(x[i])
@@ -280,16 +280,16 @@ func TestElementwiseBackwardFiniteDiff(t *testing.T) {
 		}
 		got := make([]float32, n)
 		GELUBackward(got, dy, x)
-		checkClose(t, fmt.Sprintf("GELUBackward n=%d", n), want, got, 1e-5, 1e-6)
+		ktCheckClose(t, fmt.Sprintf("GELUBackward n=%d", n), want, got, 1e-5, 1e-6)
 	}
 }
 
 func TestSoftmaxRows(t *testing.T) {
-	rng := newRNG(3)
-	for _, sh := range rowShapes {
+	rng := ktNewRNG(3)
+	for _, sh := range ktRowShapes {
 		for _, log := range []bool{false, true} {
-			x := randSlice(rng, sh.rows*sh.cols, 4)
-			want := to32(refSoftmax(to64(x), sh.rows, sh.cols, log))
+			x := ktRandSlice(rng, sh.rows*sh.cols, 4)
+			want := ktTo32(ktRefSoftmax(ktTo64(x), sh.rows, sh.cols, log))
 			got := make([]float32, len(x))
 			name := "SoftmaxRows"
 			if log {
@@ -298,63 +298,63 @@ func TestSoftmaxRows(t *testing.T) {
 			} else {
 				SoftmaxRows(got, x, sh.rows, sh.cols)
 			}
-			checkClose(t, fmt.Sprintf("%s %d×%d", name, sh.rows, sh.cols), want, got, 1e-5, 1e-7)
+			ktCheckClose(t, fmt.Sprintf("%s %d×%d", name, sh.rows, sh.cols), want, got, 1e-5, 1e-7)
 			// aliasing dst = src
 			if log {
 				LogSoftmaxRows(x, x, sh.rows, sh.cols)
 			} else {
 				SoftmaxRows(x, x, sh.rows, sh.cols)
 			}
-			checkClose(t, fmt.Sprintf("%s in place %d×%d", name, sh.rows, sh.cols), want, x, 1e-5, 1e-7)
+			ktCheckClose(t, fmt.Sprintf("%s in place %d×%d", name, sh.rows, sh.cols), want, x, 1e-5, 1e-7)
 		}
 	}
 	// Extreme logits: no overflow, exact one-hot.
 	x := []float32{1000, 0, -1000, 50}
 	got := make([]float32, 4)
 	SoftmaxRows(got, x, 1, 4)
-	checkClose(t, "SoftmaxRows extreme", []float32{1, 0, 0, 0}, got, 0, 1e-30)
-	mustPanic(t, "SoftmaxRows shape", []string{"3×4", "12", "[11 12]"}, func() { SoftmaxRows(make([]float32, 11), make([]float32, 12), 3, 4) })
+	ktCheckClose(t, "SoftmaxRows extreme", []float32{1, 0, 0, 0}, got, 0, 1e-30)
+	ktMustPanic(t, "SoftmaxRows shape", []string{"3×4", "12", "[11 12]"}, func() { SoftmaxRows(make([]float32, 11), make([]float32, 12), 3, 4) })
 }
 
 func TestSoftmaxAxis(t *testing.T) {
-	rng := newRNG(4)
+	rng := ktNewRNG(4)
 	for _, g := range [][3]int{{1, 5, 1}, {2, 7, 3}, {3, 1, 33}, {1, 33, 257}, {4, 0, 2}, {0, 3, 3}} {
 		outer, n, inner := g[0], g[1], g[2]
 		for _, log := range []bool{false, true} {
-			x := randSlice(rng, outer*n*inner, 3)
-			want := to32(refSoftmaxAxis(to64(x), outer, n, inner, log))
+			x := ktRandSlice(rng, outer*n*inner, 3)
+			want := ktTo32(ktRefSoftmaxAxis(ktTo64(x), outer, n, inner, log))
 			got := make([]float32, len(x))
 			SoftmaxAxis(got, x, outer, n, inner, log)
-			checkClose(t, fmt.Sprintf("SoftmaxAxis log=%v %v", log, g), want, got, 1e-5, 1e-7)
+			ktCheckClose(t, fmt.Sprintf("SoftmaxAxis log=%v %v", log, g), want, got, 1e-5, 1e-7)
 		}
 	}
 }
 
 func TestSoftmaxBackward(t *testing.T) {
-	rng := newRNG(5)
+	rng := ktNewRNG(5)
 	// finite differences on small shapes, both layouts
 	for _, g := range [][3]int{{2, 7, 1}, {2, 5, 3}, {1, 1, 4}} {
 		outer, n, inner := g[0], g[1], g[2]
 		for _, log := range []bool{false, true} {
-			x := randSlice(rng, outer*n*inner, 2)
-			dy := randSlice(rng, len(x), 1)
+			x := ktRandSlice(rng, outer*n*inner, 2)
+			dy := ktRandSlice(rng, len(x), 1)
 			y := make([]float32, len(x))
 			SoftmaxAxis(y, x, outer, n, inner, log)
 			got := make([]float32, len(x))
 			SoftmaxBackwardAxis(got, dy, y, outer, n, inner, log)
-			dy64 := to64(dy)
-			f := func(v []float64) float64 { return dot64(dy64, refSoftmaxAxis(v, outer, n, inner, log)) }
-			want := to32(centralDiff(f, to64(x), 1e-6))
-			checkClose(t, fmt.Sprintf("SoftmaxBackwardAxis log=%v %v vs finite differences", log, g), want, got, 1e-4, 1e-5)
+			dy64 := ktTo64(dy)
+			f := func(v []float64) float64 { return ktDot64(dy64, ktRefSoftmaxAxis(v, outer, n, inner, log)) }
+			want := ktTo32(ktCentralDiff(f, ktTo64(x), 1e-6))
+			ktCheckClose(t, fmt.Sprintf("SoftmaxBackwardAxis log=%v %v vs finite differences", log, g), want, got, 1e-4, 1e-5)
 		}
 	}
 	// analytic float64 reference on the row shapes
-	for _, sh := range rowShapes {
+	for _, sh := range ktRowShapes {
 		for _, log := range []bool{false, true} {
-			x := randSlice(rng, sh.rows*sh.cols, 2)
-			dy := randSlice(rng, len(x), 1)
-			y64 := refSoftmax(to64(x), sh.rows, sh.cols, log)
-			y := to32(y64)
+			x := ktRandSlice(rng, sh.rows*sh.cols, 2)
+			dy := ktRandSlice(rng, len(x), 1)
+			y64 := ktRefSoftmax(ktTo64(x), sh.rows, sh.cols, log)
+			y := ktTo32(y64)
 			want := make([]float32, len(x))
 			for r := 0; r < sh.rows; r++ {
 				var s float64
@@ -379,35 +379,35 @@ func TestSoftmaxBackward(t *testing.T) {
 			} else {
 				SoftmaxBackwardRows(got, dy, y, sh.rows, sh.cols)
 			}
-			checkClose(t, fmt.Sprintf("Softmax backward log=%v %d×%d", log, sh.rows, sh.cols), want, got, 1e-4, 1e-6)
+			ktCheckClose(t, fmt.Sprintf("Softmax backward log=%v %d×%d", log, sh.rows, sh.cols), want, got, 1e-4, 1e-6)
 		}
 	}
 }
 
 func TestLayerNorm(t *testing.T) {
-	rng := newRNG(6)
+	rng := ktNewRNG(6)
 	const eps = 1e-5
-	for _, sh := range rowShapes {
+	for _, sh := range ktRowShapes {
 		rows, cols := sh.rows, sh.cols
-		x := randSlice(rng, rows*cols, 2)
+		x := ktRandSlice(rng, rows*cols, 2)
 		for i := range x {
 			x[i] += 3 // offset mean: the variance must not cancel
 		}
-		gamma, beta := randSlice(rng, cols, 1), randSlice(rng, cols, 1)
-		y64, mu64, rs64 := refLayerNorm(to64(x), to64(gamma), to64(beta), rows, cols, eps)
+		gamma, beta := ktRandSlice(rng, cols, 1), ktRandSlice(rng, cols, 1)
+		y64, mu64, rs64 := ktRefLayerNorm(ktTo64(x), ktTo64(gamma), ktTo64(beta), rows, cols, eps)
 		y, mu, rs := make([]float32, len(x)), make([]float32, rows), make([]float32, rows)
 		LayerNormRows(y, mu, rs, x, gamma, beta, rows, cols, eps)
 		name := fmt.Sprintf("%d×%d", rows, cols)
 		// cols = 1: the centred row is exactly 0, output = beta.
-		checkClose(t, "LayerNormRows y "+name, to32(y64), y, 1e-4, 1e-5)
-		checkClose(t, "LayerNormRows mean "+name, to32(mu64), mu, 1e-5, 1e-6)
-		checkClose(t, "LayerNormRows rstd "+name, to32(rs64), rs, 1e-4, 0)
+		ktCheckClose(t, "LayerNormRows y "+name, ktTo32(y64), y, 1e-4, 1e-5)
+		ktCheckClose(t, "LayerNormRows mean "+name, ktTo32(mu64), mu, 1e-5, 1e-6)
+		ktCheckClose(t, "LayerNormRows rstd "+name, ktTo32(rs64), rs, 1e-4, 0)
 
 		// Backward against the analytic float64 gradient.
-		dy := randSlice(rng, len(x), 1)
+		dy := ktRandSlice(rng, len(x), 1)
 		dx := make([]float32, len(x))
-		dg, db := randSlice(rng, cols, 1), randSlice(rng, cols, 1) // accumulate onto these
-		dg0, db0 := to64(dg), to64(db)
+		dg, db := ktRandSlice(rng, cols, 1), ktRandSlice(rng, cols, 1) // accumulate onto these
+		dg0, db0 := ktTo64(dg), ktTo64(db)
 		LayerNormBackwardRows(dx, dg, db, dy, x, mu, rs, gamma, rows, cols)
 		wdx := make([]float64, len(x))
 		for r := 0; r < rows; r++ {
@@ -428,43 +428,43 @@ func TestLayerNorm(t *testing.T) {
 				wdx[o] = rs64[r] * (g - sdy/float64(cols) - xh*sdyx/float64(cols))
 			}
 		}
-		checkClose(t, "LayerNormBackwardRows dx "+name, to32(wdx), dx, 1e-3, 1e-4)
-		checkClose(t, "LayerNormBackwardRows dgamma "+name, to32(dg0), dg, 1e-4, 1e-3)
-		checkClose(t, "LayerNormBackwardRows dbeta "+name, to32(db0), db, 1e-5, 1e-4)
+		ktCheckClose(t, "LayerNormBackwardRows dx "+name, ktTo32(wdx), dx, 1e-3, 1e-4)
+		ktCheckClose(t, "LayerNormBackwardRows dgamma "+name, ktTo32(dg0), dg, 1e-4, 1e-3)
+		ktCheckClose(t, "LayerNormBackwardRows dbeta "+name, ktTo32(db0), db, 1e-5, 1e-4)
 	}
-	mustPanic(t, "LayerNormRows gamma", []string{"4×5", "[5 4]"}, func() {
+	ktMustPanic(t, "LayerNormRows gamma", []string{"4×5", "[5 4]"}, func() {
 		LayerNormRows(make([]float32, 20), make([]float32, 4), make([]float32, 4), make([]float32, 20), make([]float32, 5), make([]float32, 4), 4, 5, 1e-5)
 	})
 }
 
 func TestLayerNormBackwardFiniteDiff(t *testing.T) {
-	rng := newRNG(7)
+	rng := ktNewRNG(7)
 	const rows, cols, eps = 3, 7, 1e-5
-	x := randSlice(rng, rows*cols, 1)
-	gamma, beta := randSlice(rng, cols, 1), randSlice(rng, cols, 1)
-	dy := randSlice(rng, rows*cols, 1)
+	x := ktRandSlice(rng, rows*cols, 1)
+	gamma, beta := ktRandSlice(rng, cols, 1), ktRandSlice(rng, cols, 1)
+	dy := ktRandSlice(rng, rows*cols, 1)
 	y, mu, rs := make([]float32, len(x)), make([]float32, rows), make([]float32, rows)
 	LayerNormRows(y, mu, rs, x, gamma, beta, rows, cols, eps)
 	dx, dg, db := make([]float32, len(x)), make([]float32, cols), make([]float32, cols)
 	LayerNormBackwardRows(dx, dg, db, dy, x, mu, rs, gamma, rows, cols)
 
-	x64, g64, b64, dy64 := to64(x), to64(gamma), to64(beta), to64(dy)
+	x64, g64, b64, dy64 := ktTo64(x), ktTo64(gamma), ktTo64(beta), ktTo64(dy)
 	loss := func(x, g, b []float64) float64 {
-		out, _, _ := refLayerNorm(x, g, b, rows, cols, eps)
-		return dot64(dy64, out)
+		out, _, _ := ktRefLayerNorm(x, g, b, rows, cols, eps)
+		return ktDot64(dy64, out)
 	}
-	wdx := centralDiff(func(v []float64) float64 { return loss(v, g64, b64) }, x64, 1e-5)
-	wdg := centralDiff(func(v []float64) float64 { return loss(x64, v, b64) }, g64, 1e-5)
-	wdb := centralDiff(func(v []float64) float64 { return loss(x64, g64, v) }, b64, 1e-5)
-	checkClose(t, "LayerNorm dx vs finite differences", to32(wdx), dx, 1e-3, 1e-4)
-	checkClose(t, "LayerNorm dgamma vs finite differences", to32(wdg), dg, 1e-3, 1e-4)
-	checkClose(t, "LayerNorm dbeta vs finite differences", to32(wdb), db, 1e-3, 1e-4)
+	wdx := ktCentralDiff(func(v []float64) float64 { return loss(v, g64, b64) }, x64, 1e-5)
+	wdg := ktCentralDiff(func(v []float64) float64 { return loss(x64, v, b64) }, g64, 1e-5)
+	wdb := ktCentralDiff(func(v []float64) float64 { return loss(x64, g64, v) }, b64, 1e-5)
+	ktCheckClose(t, "LayerNorm dx vs finite differences", ktTo32(wdx), dx, 1e-3, 1e-4)
+	ktCheckClose(t, "LayerNorm dgamma vs finite differences", ktTo32(wdg), dg, 1e-3, 1e-4)
+	ktCheckClose(t, "LayerNorm dbeta vs finite differences", ktTo32(wdb), db, 1e-3, 1e-4)
 }
 
 func TestReductions(t *testing.T) {
-	rng := newRNG(8)
-	for _, n := range flatSizes {
-		x := randSlice(rng, n, 2)
+	rng := ktNewRNG(8)
+	for _, n := range ktFlatSizes {
+		x := ktRandSlice(rng, n, 2)
 		var s float64
 		m, am := math.Inf(-1), -1
 		for i, v := range x {
@@ -507,12 +507,12 @@ func TestReductions(t *testing.T) {
 	if got := VecMax([]float32{nan, 1, 2}); got != 2 {
 		t.Errorf("VecMax with NaN = %v, want 2", got)
 	}
-	mustPanic(t, "VecMax empty", []string{"empty"}, func() { VecMax(nil) })
+	ktMustPanic(t, "VecMax empty", []string{"empty"}, func() { VecMax(nil) })
 
 	// Along an axis: outer×n×inner against a float64 loop.
 	for _, g := range [][3]int{{1, 7, 1}, {7, 33, 1}, {3, 5, 4}, {2, 257, 3}, {1, 1, 9}, {3, 0, 2}} {
 		outer, n, inner := g[0], g[1], g[2]
-		x := randSlice(rng, outer*n*inner, 2)
+		x := ktRandSlice(rng, outer*n*inner, 2)
 		for _, op := range []ReduceOp{ReduceSum, ReduceMean, ReduceMax} {
 			if n == 0 && op != ReduceSum {
 				continue
@@ -540,7 +540,7 @@ func TestReductions(t *testing.T) {
 			}
 			got := make([]float32, outer*inner)
 			ReduceAxis(op, got, x, outer, n, inner)
-			checkClose(t, fmt.Sprintf("ReduceAxis %v %v", op, g), want, got, 1e-5, 1e-5)
+			ktCheckClose(t, fmt.Sprintf("ReduceAxis %v %v", op, g), want, got, 1e-5, 1e-5)
 		}
 		if n > 0 {
 			want := make([]int, outer*inner)
@@ -563,8 +563,8 @@ func TestReductions(t *testing.T) {
 		}
 	}
 	// rows helpers and SumCols / AddRowVec
-	x := randSlice(rng, 7*33, 1)
-	v := randSlice(rng, 33, 1)
+	x := ktRandSlice(rng, 7*33, 1)
+	v := ktRandSlice(rng, 33, 1)
 	sums, colSums, added := make([]float32, 7), make([]float32, 33), make([]float32, 7*33)
 	SumRows(sums, x, 7, 33)
 	SumCols(colSums, x, 7, 33)
@@ -579,16 +579,16 @@ func TestReductions(t *testing.T) {
 		}
 		wantRows[r] = float32(s)
 	}
-	checkClose(t, "SumRows", wantRows, sums, 1e-5, 1e-6)
-	checkClose(t, "SumCols", wantCols, colSums, 1e-5, 1e-6)
-	checkClose(t, "AddRowVec", wantAdded, added, 0, 0)
+	ktCheckClose(t, "SumRows", wantRows, sums, 1e-5, 1e-6)
+	ktCheckClose(t, "SumCols", wantCols, colSums, 1e-5, 1e-6)
+	ktCheckClose(t, "AddRowVec", wantAdded, added, 0, 0)
 }
 
 func TestEmbedding(t *testing.T) {
-	rng := newRNG(9)
+	rng := ktNewRNG(9)
 	for _, dim := range []int{1, 7, 33, 257} {
 		const rows = 11
-		table := randSlice(rng, rows*dim, 1)
+		table := ktRandSlice(rng, rows*dim, 1)
 		ids := []int{3, 0, 10, 3, 7, 3}
 		dst := make([]float32, len(ids)*dim)
 		EmbeddingGather(dst, table, ids, dim)
@@ -597,35 +597,35 @@ func TestEmbedding(t *testing.T) {
 				t.Errorf("EmbeddingGather dim=%d row %d:\n%s", dim, i, diff)
 			}
 		}
-		dy := randSlice(rng, len(ids)*dim, 1)
-		dt := randSlice(rng, rows*dim, 1)
-		want := to64(dt)
+		dy := ktRandSlice(rng, len(ids)*dim, 1)
+		dt := ktRandSlice(rng, rows*dim, 1)
+		want := ktTo64(dt)
 		for i, id := range ids {
 			for j := 0; j < dim; j++ {
 				want[id*dim+j] += float64(dy[i*dim+j])
 			}
 		}
 		EmbeddingScatterAdd(dt, dy, ids, dim)
-		checkClose(t, fmt.Sprintf("EmbeddingScatterAdd dim=%d", dim), to32(want), dt, 1e-6, 1e-6)
+		ktCheckClose(t, fmt.Sprintf("EmbeddingScatterAdd dim=%d", dim), ktTo32(want), dt, 1e-6, 1e-6)
 	}
-	mustPanic(t, "EmbeddingGather id", []string{"ids[1] = 5", "5×2"}, func() {
+	ktMustPanic(t, "EmbeddingGather id", []string{"ids[1] = 5", "5×2"}, func() {
 		EmbeddingGather(make([]float32, 4), make([]float32, 10), []int{0, 5}, 2)
 	})
-	mustPanic(t, "EmbeddingGather dst", []string{"length 3", "2 ids"}, func() {
+	ktMustPanic(t, "EmbeddingGather dst", []string{"length 3", "2 ids"}, func() {
 		EmbeddingGather(make([]float32, 3), make([]float32, 10), []int{0, 1}, 2)
 	})
 }
 
 func TestAdamW(t *testing.T) {
-	rng := newRNG(10)
+	rng := ktNewRNG(10)
 	for _, n := range []int{0, 1, 7, 257} {
-		p := randSlice(rng, n, 1)
-		p64 := to64(p)
+		p := ktRandSlice(rng, n, 1)
+		p64 := ktTo64(p)
 		m, v := make([]float32, n), make([]float32, n)
 		m64, v64 := make([]float64, n), make([]float64, n)
 		hp := AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, GradScale: 0.5}
 		for step := 1; step <= 5; step++ {
-			g := randSlice(rng, n, 1)
+			g := ktRandSlice(rng, n, 1)
 			hp.Step = step
 			AdamW(p, g, m, v, hp)
 			b1, b2, lr, wd := 0.9, 0.999, float64(hp.LR), float64(hp.WeightDecay)
@@ -638,11 +638,11 @@ func TestAdamW(t *testing.T) {
 				p64[i] = p64[i] - lr*wd*p64[i] - lr*mh/(math.Sqrt(vh)+1e-8)
 			}
 		}
-		checkClose(t, fmt.Sprintf("AdamW params n=%d", n), to32(p64), p, 1e-5, 1e-6)
-		checkClose(t, fmt.Sprintf("AdamW m n=%d", n), to32(m64), m, 1e-5, 1e-7)
-		checkClose(t, fmt.Sprintf("AdamW v n=%d", n), to32(v64), v, 1e-4, 1e-9)
+		ktCheckClose(t, fmt.Sprintf("AdamW params n=%d", n), ktTo32(p64), p, 1e-5, 1e-6)
+		ktCheckClose(t, fmt.Sprintf("AdamW m n=%d", n), ktTo32(m64), m, 1e-5, 1e-7)
+		ktCheckClose(t, fmt.Sprintf("AdamW v n=%d", n), ktTo32(v64), v, 1e-4, 1e-9)
 	}
-	mustPanic(t, "AdamW lengths", []string{"[3 2 3 3]"}, func() {
+	ktMustPanic(t, "AdamW lengths", []string{"[3 2 3 3]"}, func() {
 		AdamW(make([]float32, 3), make([]float32, 2), make([]float32, 3), make([]float32, 3), AdamWParams{Step: 1})
 	})
 	// global norm and clip scale

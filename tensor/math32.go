@@ -14,8 +14,8 @@ import "math"
 // float64 math.Exp is reported by TestExp32Accuracy (about 2e-7).
 
 const (
-	exp32Hi   = 88.0  // exp(88) ≈ 1.65e38 < MaxFloat32
-	exp32Lo   = -87.0 // exp(-87) ≈ 1.6e-38 > smallest normal float32
+	exp32Hi   = 88.0        // exp(88) ≈ 1.65e38 < MaxFloat32
+	exp32Lo   = -87.0       // exp(-87) ≈ 1.6e-38 > smallest normal float32
 	exp32Zero = -103.972077 // below this exp underflows to 0 even as a subnormal
 	log2e32   = 1.44269504088896341
 	ln2Hi32   = 0.693359375 // ln2 rounded to 10 significant bits: n·ln2Hi is exact
@@ -81,7 +81,7 @@ func Log32(x float32) float32 {
 	// mantissas ≥ √2-1 carry into the exponent.
 	bb := b + (0x3f800000 - 0x3f3504f3)
 	e := int32(bb>>23) - 127
-	m := math.Float32frombits((bb&0x007fffff) + 0x3f3504f3)
+	m := math.Float32frombits((bb & 0x007fffff) + 0x3f3504f3)
 	f := m - 1
 	s := f / (m + 1)
 	z := s * s

@@ -74,6 +74,15 @@ func VecMax(x []float32) float32 {
 	}
 	m0, m1, m2, m3 := x[0], x[0], x[0], x[0]
 	i := 0
+	if kUseAVX2 && len(x) >= 8 {
+		i = len(x) &^ 7
+		m := maxAVX2(x) // NaNs skipped; -Inf if all NaN or -Inf
+		if m == float32(math.Inf(-1)) {
+			i = 0 // let the Go loop decide between -Inf and NaN
+		} else {
+			m0, m1, m2, m3 = m, m, m, m
+		}
+	}
 	for ; i+4 <= len(x); i += 4 {
 		m0 = kMax(m0, x[i])
 		m1 = kMax(m1, x[i+1])
@@ -237,3 +246,5 @@ func ClipScale(norm float64, maxNorm float64) float32 {
 	}
 	return float32(maxNorm / norm)
 }
+
+func sqrt64(x float64) float64 { return math.Sqrt(x) }

@@ -7,9 +7,9 @@ import (
 	"math/rand/v2"
 )
 
-func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x7e57)) }
+func ktNewRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x7e57)) }
 
-func randSlice(rng *rand.Rand, n int, scale float64) []float32 {
+func ktRandSlice(rng *rand.Rand, n int, scale float64) []float32 {
 	s := make([]float32, n)
 	for i := range s {
 		s[i] = float32(rng.NormFloat64() * scale)
@@ -17,7 +17,7 @@ func randSlice(rng *rand.Rand, n int, scale float64) []float32 {
 	return s
 }
 
-func to64(s []float32) []float64 {
+func ktTo64(s []float32) []float64 {
 	d := make([]float64, len(s))
 	for i, v := range s {
 		d[i] = float64(v)
@@ -25,7 +25,7 @@ func to64(s []float32) []float64 {
 	return d
 }
 
-func to32(s []float64) []float32 {
+func ktTo32(s []float64) []float32 {
 	d := make([]float32, len(s))
 	for i, v := range s {
 		d[i] = float32(v)
@@ -33,7 +33,7 @@ func to32(s []float64) []float32 {
 	return d
 }
 
-func refSoftmax(x []float64, rows, cols int, log bool) []float64 {
+func ktRefSoftmax(x []float64, rows, cols int, log bool) []float64 {
 	out := make([]float64, len(x))
 	for r := 0; r < rows; r++ {
 		s := x[r*cols : (r+1)*cols]
@@ -56,8 +56,8 @@ func refSoftmax(x []float64, rows, cols int, log bool) []float64 {
 	return out
 }
 
-// refSoftmaxAxis moves the axis to the end, applies refSoftmax and moves it back.
-func refSoftmaxAxis(x []float64, outer, n, inner int, log bool) []float64 {
+// ktRefSoftmaxAxis moves the axis to the end, applies ktRefSoftmax and moves it back.
+func ktRefSoftmaxAxis(x []float64, outer, n, inner int, log bool) []float64 {
 	t := make([]float64, len(x))
 	for o := 0; o < outer; o++ {
 		for k := 0; k < n; k++ {
@@ -66,7 +66,7 @@ func refSoftmaxAxis(x []float64, outer, n, inner int, log bool) []float64 {
 			}
 		}
 	}
-	s := refSoftmax(t, outer*inner, n, log)
+	s := ktRefSoftmax(t, outer*inner, n, log)
 	out := make([]float64, len(x))
 	for o := 0; o < outer; o++ {
 		for k := 0; k < n; k++ {
@@ -78,7 +78,7 @@ func refSoftmaxAxis(x []float64, outer, n, inner int, log bool) []float64 {
 	return out
 }
 
-func refLayerNorm(x, gamma, beta []float64, rows, cols int, eps float64) (y, mean, rstd []float64) {
+func ktRefLayerNorm(x, gamma, beta []float64, rows, cols int, eps float64) (y, mean, rstd []float64) {
 	y = make([]float64, len(x))
 	mean, rstd = make([]float64, rows), make([]float64, rows)
 	for r := 0; r < rows; r++ {
@@ -102,16 +102,16 @@ func refLayerNorm(x, gamma, beta []float64, rows, cols int, eps float64) (y, mea
 	return y, mean, rstd
 }
 
-// refGELU is ½x(1 + tanh u) written as x·σ(2u), which keeps its relative
+// ktRefGELU is ½x(1 + tanh u) written as x·σ(2u), which keeps its relative
 // accuracy for very negative x, where 1 + tanh u rounds to 0.
-func refGELU(x float64) float64 {
-	return x * refSigmoid(2*0.7978845608028654*(x+0.044715*x*x*x))
+func ktRefGELU(x float64) float64 {
+	return x * ktRefSigmoid(2*0.7978845608028654*(x+0.044715*x*x*x))
 }
 
-func refSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+func ktRefSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-// centralDiff returns the gradient of f at x by central differences.
-func centralDiff(f func([]float64) float64, x []float64, h float64) []float64 {
+// ktCentralDiff returns the gradient of f at x by central differences.
+func ktCentralDiff(f func([]float64) float64, x []float64, h float64) []float64 {
 	g := make([]float64, len(x))
 	for i := range x {
 		old := x[i]
@@ -125,7 +125,7 @@ func centralDiff(f func([]float64) float64, x []float64, h float64) []float64 {
 	return g
 }
 
-func dot64(a, b []float64) float64 {
+func ktDot64(a, b []float64) float64 {
 	var s float64
 	for i := range a {
 		s += a[i] * b[i]

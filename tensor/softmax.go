@@ -10,6 +10,10 @@ func kExpSubSum(d, s []float32, m float32) float32 {
 	s = s[:len(d)]
 	var z0, z1 float32
 	i := 0
+	if kUseAVX2 && len(d) >= 8 {
+		z0 = kExpShiftSum(d, s, m)
+		i = len(d) &^ 7
+	}
 	for ; i+2 <= len(d); i += 2 {
 		x := s[i] - m
 		y := min(max(x, exp32Lo), exp32Hi)
@@ -53,6 +57,17 @@ func kExpSubSum(d, s []float32, m float32) float32 {
 func kExpSubSumNoStore(s []float32, m float32) float64 {
 	var z0, z1 float64
 	i := 0
+	if kUseAVX2 && len(s) >= 8 {
+		var buf [512]float32
+		for ; i+8 <= len(s); i += len(buf) {
+			n := min(len(buf), (len(s)-i)&^7)
+			z0 += float64(kExpShiftSum(buf[:n], s[i:i+n], m))
+			if n < len(buf) {
+				i += n
+				break
+			}
+		}
+	}
 	for ; i+2 <= len(s); i += 2 {
 		x := s[i] - m
 		y := min(max(x, exp32Lo), exp32Hi)

@@ -474,7 +474,7 @@ func (h *pairHeap) Less(i, j int) bool {
 	return a.key < b.key
 }
 func (h *pairHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *pairHeap) Push(x any)   { h.items = append(h.items, x.(pairItem)) }
+func (h *pairHeap) Push(x any)    { h.items = append(h.items, x.(pairItem)) }
 func (h *pairHeap) Pop() any {
 	x := h.items[len(h.items)-1]
 	h.items = h.items[:len(h.items)-1]

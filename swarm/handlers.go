@@ -1,0 +1,715 @@
+package swarm
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// apiError is an error a handler answers with.
+type apiError struct {
+	status int
+	msg    string
+	param  string // the offending field, for OpenAI-style errors
+	code   string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(field, format string, args ...any) *apiError {
+	msg := fmt.Sprintf(format, args...)
+	if field != "" {
+		msg = field + ": " + msg
+	}
+	return &apiError{status: http.StatusBadRequest, msg: msg, param: field}
+}
+
+// readBody reads at most limit bytes of the request body.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge,
+				msg: fmt.Sprintf("request body exceeds the limit of %d bytes", limit), code: "request_too_large"}
+		}
+		return nil, &apiError{status: http.StatusBadRequest, msg: "reading request body: " + err.Error()}
+	}
+	return body, nil
+}
+
+// decodeJSON unmarshals body into dst and turns JSON errors into 400s that
+// name the field.
+func decodeJSON(body []byte, dst any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("", "empty request body; a JSON object is required")
+	}
+	err := json.Unmarshal(body, dst)
+	if err == nil {
+		return nil
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return badRequest("", "request body must be a JSON object, got %s", te.Value)
+		}
+		return badRequest(field, "expected %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		if hasNonFinite(body) {
+			return badRequest("", "invalid JSON at byte %d: NaN and Infinity are not valid JSON numbers (rewards must be finite)", se.Offset)
+		}
+		return badRequest("", "invalid JSON at byte %d: %v", se.Offset, err)
+	default:
+		return badRequest("", "invalid JSON: %v", err)
+	}
+}
+
+func jsonKind(k string) string {
+	switch {
+	case strings.HasPrefix(k, "float"), strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
+		return "a number"
+	case k == "string":
+		return "a string"
+	case k == "bool":
+		return "a boolean"
+	case k == "slice":
+		return "an array"
+	case k == "map", k == "struct":
+		return "an object"
+	}
+	return k
+}
+
+func hasNonFinite(b []byte) bool {
+	return bytes.Contains(b, []byte("NaN")) || bytes.Contains(b, []byte("Infinity"))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"detail":"encoding response failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// swarmError answers the way FastAPI's HTTPException does: {"detail": msg}.
+func swarmError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.status, map[string]any{"detail": e.msg, "success": false})
+}
+
+// statusRecorder captures the status code for metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(c int) {
+	if r.code == 0 {
+		r.code = c
+	}
+	r.ResponseWriter.WriteHeader(c)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// instrument counts and times a handler under an endpoint label.
+func (s *Server) instrument(endpoint string, h http.HandlerFunc) http.Handler {
+	lat := s.m.latency.WithLabelValues(endpoint)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		h(rec, r)
+		if rec.code == 0 {
+			rec.code = http.StatusOK
+		}
+		lat.Observe(time.Since(start).Seconds())
+		s.m.requests.WithLabelValues(endpoint, strconv.Itoa(rec.code)).Inc()
+	})
+}
+
+// recoverMiddleware is the last line of defence: a panic becomes a 500 and
+// is counted. Tests drive the handlers without it to show they never panic.
+func (s *Server) recoverMiddleware(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.m.panics.Inc()
+				s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeJSON(w, http.StatusInternalServerError, map[string]any{"detail": "internal error"})
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("POST /claim_episode", s.instrument("claim_episode", s.handleClaim))
+	mux.Handle("POST /end_episode", s.instrument("end_episode", s.handleEnd))
+	mux.Handle("POST /abort_episode", s.instrument("abort_episode", s.handleAbort))
+	mux.Handle("POST /can_continue_episode", s.instrument("can_continue_episode", s.handleCanContinue))
+	mux.Handle("POST /is_episode_claimed", s.instrument("is_episode_claimed", s.handleIsClaimed))
+	mux.Handle("GET /get_engine_status", s.instrument("get_engine_status", s.handleEngineStatus))
+	mux.Handle("POST /sync_train_config", s.instrument("sync_train_config", s.admin(s.handleSyncConfig)))
+	mux.Handle("POST /start_engine", s.instrument("start_engine", s.admin(s.handleStartEngine)))
+	mux.Handle("POST /stop_engine", s.instrument("stop_engine", s.admin(s.handleStopEngine)))
+	mux.Handle("POST /get_episode_buffer", s.instrument("get_episode_buffer", s.handleEpisodeBuffer))
+	mux.Handle("GET /get_current_batch_rollout_pool_information", s.instrument("pool_information", s.handlePoolInfo))
+	mux.Handle("POST /v1/chat/completions", s.instrument("chat_completions", s.handleChat))
+	mux.Handle("GET /v1/models", s.instrument("models", s.handleModels))
+	mux.Handle("GET /v1/models/{id}", s.instrument("models", s.handleModel))
+	mux.Handle("GET /health", s.instrument("health", s.handleHealth))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// admin requires the admin token when one is configured.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.AdminToken != "" {
+			tok := r.Header.Get("X-Admin-Token")
+			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && tok == "" {
+				tok = b
+			}
+			if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) != 1 {
+				swarmError(w, &apiError{status: http.StatusUnauthorized, msg: "this endpoint requires the admin token (Authorization: Bearer <token> or X-Admin-Token)"})
+				return
+			}
+		}
+		h(w, r)
+	}
+}
+
+// ---- request and response bodies (AgentJet's pydantic models) ---------------
+
+type throttlePolicy struct {
+	CurrentTaskID string `json:"current_task_id"`
+}
+
+type claimRequest struct {
+	ClientUUID            *string         `json:"client_uuid"`
+	EpisodeType           *string         `json:"episode_type"`
+	DiscardEpisodeTimeout *float64        `json:"discard_episode_timeout"`
+	ThrottlePolicy        *throttlePolicy `json:"throttle_policy"`
+	PartitionLimit        *throttlePolicy `json:"partition_limit"`
+}
+
+type claimResponse struct {
+	Success       bool   `json:"success"`
+	ClientUUID    string `json:"client_uuid"`
+	EpisodeUUID   string `json:"episode_uuid"`
+	OpenAIBaseURL string `json:"openai_base_url"`
+	OpenAIAPIKey  string `json:"openai_api_key"`
+	FailCause     string `json:"fail_cause"`
+}
+
+// WorkflowOutput is what a workflow reports at the end of an episode.
+type WorkflowOutput struct {
+	Reward     *json.RawMessage           `json:"reward"`
+	IsSuccess  *bool                      `json:"is_success"`
+	Metadata   map[string]json.RawMessage `json:"metadata"`
+	LogMetrics map[string]json.RawMessage `json:"log_metrics"`
+}
+
+type endRequest struct {
+	ClientUUID     *string         `json:"client_uuid"`
+	EpisodeUUID    *string         `json:"episode_uuid"`
+	TaskID         *string         `json:"task_id"`
+	WorkflowOutput *WorkflowOutput `json:"workflow_output"`
+}
+
+type episodeRef struct {
+	ClientUUID  *string `json:"client_uuid"`
+	EpisodeUUID *string `json:"episode_uuid"`
+}
+
+const maxIDLen = 256
+
+func requireString(p *string, field string, allowEmpty bool) (string, *apiError) {
+	if p == nil {
+		return "", badRequest(field, "missing")
+	}
+	if !allowEmpty && *p == "" {
+		return "", badRequest(field, "must not be empty")
+	}
+	if len(*p) > maxIDLen {
+		return "", badRequest(field, "longer than %d bytes", maxIDLen)
+	}
+	return *p, nil
+}
+
+// parseReward validates workflow_output.reward: a finite number, or a
+// non-empty list of finite numbers (averaged).
+func parseReward(wo *WorkflowOutput) (float64, *apiError) {
+	if wo == nil {
+		return 0, badRequest("workflow_output", "missing")
+	}
+	if wo.Reward == nil || string(bytes.TrimSpace(*wo.Reward)) == "null" {
+		return 0, badRequest("workflow_output.reward", "missing; a finite number is required")
+	}
+	raw := *wo.Reward
+	var x float64
+	if err := json.Unmarshal(raw, &x); err == nil {
+		if !finite(x) {
+			return 0, badRequest("workflow_output.reward", "must be finite, got %v", x)
+		}
+		return x, nil
+	}
+	var xs []float64
+	if err := json.Unmarshal(raw, &xs); err != nil {
+		return 0, badRequest("workflow_output.reward", "expected a number or a list of numbers, got %.40s", string(raw))
+	}
+	if len(xs) == 0 {
+		return 0, badRequest("workflow_output.reward", "empty list")
+	}
+	var sum float64
+	for _, v := range xs {
+		if !finite(v) {
+			return 0, badRequest("workflow_output.reward", "must be finite, got %v", v)
+		}
+		sum += v
+	}
+	mean := sum / float64(len(xs))
+	if !finite(mean) {
+		return 0, badRequest("workflow_output.reward", "mean overflows")
+	}
+	return mean, nil
+}
+
+// ---- swarm handlers ---------------------------------------------------------
+
+func (s *Server) baseURL(r *http.Request) string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimRight(s.cfg.PublicURL, "/") + "/v1"
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + "/v1"
+}
+
+func notRollingCause(status string) string {
+	cause := fmt.Sprintf("Engine not ready. Current status: [%s].", status)
+	advise := ""
+	switch status {
+	case StatusOffline:
+		advise = "Please start the engine first. Please use one of the client to run `client.sync_train_config() + client.start_engine()` to start the engine."
+	case StatusBooting:
+		advise = "Please wait until the engine is fully booted. Try again (maybe 1 minute) later."
+	case StatusWeightSyncing:
+		advise = "Engine is syncing weights. Try again (maybe 1 minute) later."
+	case StatusRollingPost:
+		advise = "Engine is in post-rolling phase. Try again (maybe 1 minute) later."
+	}
+	return cause + " " + advise
+}
+
+func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	var req claimRequest
+	if e := decodeJSON(body, &req); e != nil {
+		swarmError(w, e)
+		return
+	}
+	client, e := requireString(req.ClientUUID, "client_uuid", false)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	kind, e := requireString(req.EpisodeType, "episode_type", false)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	if kind != EpisodeTrain && kind != EpisodeEval {
+		swarmError(w, badRequest("episode_type", "unknown episode_type %q (want train or eval)", kind))
+		return
+	}
+	if req.DiscardEpisodeTimeout == nil {
+		swarmError(w, badRequest("discard_episode_timeout", "missing"))
+		return
+	}
+	to := *req.DiscardEpisodeTimeout
+	if !(to > 0) || to > 7*24*3600 {
+		swarmError(w, badRequest("discard_episode_timeout", "must be in (0, 604800] seconds, got %v", to))
+		return
+	}
+	hint := ""
+	if req.ThrottlePolicy != nil {
+		hint = req.ThrottlePolicy.CurrentTaskID
+	} else if req.PartitionLimit != nil {
+		hint = req.PartitionLimit.CurrentTaskID
+	}
+	if len(hint) > maxIDLen {
+		swarmError(w, badRequest("throttle_policy.current_task_id", "longer than %d bytes", maxIDLen))
+		return
+	}
+	resp := claimResponse{ClientUUID: client}
+	s.mu.Lock()
+	switch {
+	case s.status != StatusRolling:
+		resp.FailCause = notRollingCause(s.status)
+	case s.train.MaxOpenEpisodes > 0 && len(s.episodes) >= s.train.MaxOpenEpisodes:
+		resp.FailCause = "No available episodes to claim. Try again (maybe 1 minute) later."
+	default:
+		id := newUUID()
+		ep := &episode{id: id, client: client, kind: kind, key: newKey(id), taskHint: hint,
+			lastActive: time.Now(), timeout: time.Duration(to * float64(time.Second))}
+		s.episodes[id] = ep
+		s.acct.Claimed++
+		if kind == EpisodeTrain {
+			s.openTrain++
+		}
+		s.m.open.Set(float64(len(s.episodes)))
+		resp.Success, resp.EpisodeUUID, resp.OpenAIAPIKey = true, id, ep.key
+		resp.OpenAIBaseURL = s.baseURL(r)
+	}
+	s.mu.Unlock()
+	if resp.Success {
+		s.m.episodes.WithLabelValues("claimed").Inc()
+	} else {
+		s.m.episodes.WithLabelValues("refused").Inc()
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// lookupForEndLocked finds the open episode for end/abort or explains why not.
+func (s *Server) lookupForEndLocked(id, client string) (*episode, *apiError) {
+	ep := s.episodes[id]
+	if ep == nil {
+		ci, known := s.closed[id]
+		switch {
+		case !known:
+			return nil, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Episode %s not found.", id)}
+		case ci.client != client:
+			return nil, &apiError{status: http.StatusForbidden, msg: fmt.Sprintf("Episode %s belongs to a different client.", id)}
+		case ci.reason == "reclaimed":
+			return nil, &apiError{status: http.StatusGone, msg: fmt.Sprintf("Episode %s was reclaimed after being idle longer than its discard_episode_timeout; increase discard_episode_timeout when you begin an episode.", id)}
+		case ci.reason == "stopped":
+			return nil, &apiError{status: http.StatusGone, msg: fmt.Sprintf("Episode %s was discarded because the engine was stopped.", id)}
+		default:
+			return nil, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Episode %s was already %s.", id, ci.reason)}
+		}
+	}
+	if ep.client != client {
+		return nil, &apiError{status: http.StatusForbidden, msg: fmt.Sprintf("Episode %s is claimed by a different client.", id)}
+	}
+	return ep, nil
+}
+
+func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	var req endRequest
+	if e := decodeJSON(body, &req); e != nil {
+		swarmError(w, e)
+		return
+	}
+	client, e := requireString(req.ClientUUID, "client_uuid", false)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	id, e := requireString(req.EpisodeUUID, "episode_uuid", false)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	task, e := requireString(req.TaskID, "task_id", false)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	reward, e := parseReward(req.WorkflowOutput)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	if raw, ok := req.WorkflowOutput.Metadata["task_id"]; ok {
+		var mt string
+		if json.Unmarshal(raw, &mt) != nil || mt != task {
+			swarmError(w, badRequest("workflow_output.metadata.task_id", "must equal task_id %q", task))
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.status {
+	case StatusRolling, StatusRollingPost, StatusWeightSyncing:
+	default:
+		swarmError(w, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Engine is not in rolling state. Current status: [%s]. Cannot end episode.", s.status)})
+		return
+	}
+	ep, e := s.lookupForEndLocked(id, client)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	s.closeLocked(id, ep, "ended")
+	s.m.rewardSum.WithLabelValues(ep.kind).Add(reward)
+	s.m.rewardCount.WithLabelValues(ep.kind).Inc()
+	if ep.kind == EpisodeTrain {
+		s.acct.Ended++
+		s.acct.EndedRewardSum += reward
+		fe := &finishedEpisode{id: id, taskID: task, client: client, reward: reward, samples: ep.samples, minVersion: -1}
+		for i := range fe.samples {
+			fe.samples[i].TaskID = task
+			fe.samples[i].Reward = reward
+			if fe.minVersion < 0 || fe.samples[i].Version < fe.minVersion {
+				fe.minVersion = fe.samples[i].Version
+			}
+		}
+		s.finished = append(s.finished, fe)
+		if lim := 8 * s.train.BatchSize * s.train.NumRepeat; len(s.finished) > lim {
+			n := len(s.finished) - lim
+			s.m.dropped.WithLabelValues("overflow").Add(float64(n))
+			for _, fe := range s.finished[:n] {
+				s.acct.Dropped++
+				s.acct.DroppedRewardSum += fe.reward
+			}
+			s.finished = append(s.finished[:0:0], s.finished[n:]...)
+		}
+		s.maybeTriggerLocked()
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+}
+
+func (s *Server) handleAbort(w http.ResponseWriter, r *http.Request) {
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	var req endRequest
+	if e := decodeJSON(body, &req); e != nil {
+		swarmError(w, e)
+		return
+	}
+	client, e := requireString(req.ClientUUID, "client_uuid", false)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	id, e := requireString(req.EpisodeUUID, "episode_uuid", false)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ep := s.episodes[id]
+	if ep == nil {
+		// idempotent, as in AgentJet: aborting a closed or unknown episode succeeds
+		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+		return
+	}
+	if ep.client != client {
+		swarmError(w, &apiError{status: http.StatusForbidden, msg: fmt.Sprintf("Episode %s is claimed by a different client.", id)})
+		return
+	}
+	s.closeLocked(id, ep, "aborted")
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+}
+
+func (s *Server) decodeRef(w http.ResponseWriter, r *http.Request) (string, string, bool) {
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		swarmError(w, e)
+		return "", "", false
+	}
+	var req episodeRef
+	if e := decodeJSON(body, &req); e != nil {
+		swarmError(w, e)
+		return "", "", false
+	}
+	id, e := requireString(req.EpisodeUUID, "episode_uuid", true)
+	if e != nil {
+		swarmError(w, e)
+		return "", "", false
+	}
+	client := ""
+	if req.ClientUUID != nil {
+		client = *req.ClientUUID
+	}
+	return id, client, true
+}
+
+func (s *Server) handleCanContinue(w http.ResponseWriter, r *http.Request) {
+	id, _, ok := s.decodeRef(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	can := false
+	if s.status == StatusRolling || s.status == StatusRollingPost || s.status == StatusWeightSyncing {
+		_, can = s.episodes[id]
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]bool{"can_continue": can})
+}
+
+func (s *Server) handleIsClaimed(w http.ResponseWriter, r *http.Request) {
+	id, _, ok := s.decodeRef(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	_, claimed := s.episodes[id]
+	s.mu.Unlock()
+	resp := map[string]any{"success": claimed, "failure_reason": ""}
+	if !claimed {
+		resp["failure_reason"] = "episode is not claimed"
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleEngineStatus(w http.ResponseWriter, r *http.Request) {
+	st, detail, step := s.Status()
+	writeJSON(w, http.StatusOK, map[string]any{"engine_status": st, "engine_status_detail": detail, "global_step": step})
+}
+
+func (s *Server) handleSyncConfig(w http.ResponseWriter, r *http.Request) {
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	var req struct {
+		YAML *string `json:"yaml_as_string"`
+	}
+	if e := decodeJSON(body, &req); e != nil {
+		swarmError(w, e)
+		return
+	}
+	if req.YAML == nil {
+		swarmError(w, badRequest("yaml_as_string", "missing"))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.status != StatusOffline {
+		swarmError(w, &apiError{status: http.StatusBadRequest, msg: "Engine is already started. Call `stop_engine` first before syncing new training configuration."})
+		return
+	}
+	tc := s.train
+	if err := tc.ApplyYAML(*req.YAML); err != nil {
+		swarmError(w, badRequest("yaml_as_string", "%v", err))
+		return
+	}
+	s.train, s.syncedYAML = tc, *req.YAML
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+}
+
+func (s *Server) handleStartEngine(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.status != StatusOffline {
+		st := s.status
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"success": false, "error": "engine is " + st + "; stop it first"})
+		return
+	}
+	s.status, s.detail, s.bootStart = StatusBooting, "loading checkpoint", time.Now()
+	s.m.setStatus(s.status)
+	s.mu.Unlock()
+	go s.boot() // like AgentJet, booting continues after the reply; clients poll get_engine_status
+	writeJSON(w, http.StatusOK, map[string]any{"success": true})
+}
+
+func (s *Server) handleStopEngine(w http.ResponseWriter, r *http.Request) {
+	s.Stop()
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "failure_reason": ""})
+}
+
+func (s *Server) handleEpisodeBuffer(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	buf := make([]map[string]any, 0, len(s.episodes))
+	now := time.Now()
+	for _, ep := range s.episodes {
+		buf = append(buf, map[string]any{
+			"episode_uuid": ep.id, "episode_status": "claimed", "episode_type": ep.kind,
+			"client_uuid": ep.client, "discard_episode_timeout": ep.timeout.Seconds(),
+			"latest_activity_timestamp": float64(ep.lastActive.UnixNano()) / 1e9,
+			"llm_call_count":            ep.calls, "optional_task_id": ep.taskHint,
+			"idle_seconds": now.Sub(ep.lastActive).Seconds(),
+		})
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"buffer": buf})
+}
+
+func (s *Server) handlePoolInfo(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	running := map[string]map[string]string{}
+	now := time.Now()
+	for _, ep := range s.episodes {
+		running[ep.id] = map[string]string{
+			"episode_status": "claimed", "client_uuid": ep.client, "optional_task_id": ep.taskHint,
+			"time_since_last_activity": fmt.Sprintf("%.1fs", now.Sub(ep.lastActive).Seconds()),
+			"discard_episode_timeout":  fmt.Sprintf("%.1fs", ep.timeout.Seconds()),
+			"llm_call_count":           strconv.Itoa(ep.calls),
+		}
+	}
+	completed := map[string][]string{}
+	for _, fe := range s.finished {
+		completed[fe.taskID] = append(completed[fe.taskID], fe.client)
+	}
+	resp := map[string]any{
+		"engine_status": s.status, "global_step": s.globalStep(),
+		"completed_tasks_client_uuids": completed, "running_episode_details": nil,
+		"completed_episodes": len(s.finished), "completed_tasks": len(completed),
+		"expected_batch_size": s.train.BatchSize, "expected_num_repeat": s.train.NumRepeat,
+	}
+	if len(running) > 0 {
+		resp["running_episode_details"] = running
+	}
+	if s.status == StatusBooting {
+		resp["booting_start_time"] = float64(s.bootStart.UnixNano()) / 1e9
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	st, _, step := s.Status()
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "engine_status": st, "global_step": step, "model": s.model.Name()})
+}
+
+var _ = math.Inf

@@ -1,0 +1,70 @@
+package swarm
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type testServer struct {
+	s   *Server
+	ts  *httptest.Server
+	cli *Client
+}
+
+// startServer starts a rolling server over model with train config tc.
+func startServer(t testing.TB, model Model, tc TrainConfig, mod func(*ServerConfig)) *testServer {
+	t.Helper()
+	cfg := ServerConfig{Model: model, Train: tc, Logger: quietLog, ReapInterval: 20 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { ts.Close(); s.Close() })
+	cli := NewClient(ts.URL)
+	cli.Backoff = Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}
+	return &testServer{s: s, ts: ts, cli: cli}
+}
+
+func testTrainConfig(batch, repeat int) TrainConfig {
+	tc := DefaultTrainConfig()
+	tc.BatchSize, tc.NumRepeat = batch, repeat
+	tc.DrainTimeout = 2 * time.Second
+	tc.MaxResponseTokens = 64
+	return tc
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond until it is true or fails the test after 10 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type httpTestServer = httptest.Server
+
+func newHTTPTestServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }

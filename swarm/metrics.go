@@ -1,0 +1,71 @@
+package swarm
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	requests     *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	episodes     *prometheus.CounterVec
+	open         prometheus.Gauge
+	globalStep   prometheus.Gauge
+	statusG      *prometheus.GaugeVec
+	tokens       *prometheus.CounterVec
+	rewardSum    *prometheus.CounterVec
+	rewardCount  *prometheus.CounterVec
+	batchReward  prometheus.Gauge
+	dropped      *prometheus.CounterVec
+	trainSteps   prometheus.Counter
+	trainSeconds prometheus.Histogram
+	checkpoints  prometheus.Counter
+	panics       prometheus.Counter
+}
+
+var allStatuses = []string{StatusOffline, StatusBooting, StatusRolling, StatusRollingPost, StatusWeightSyncing}
+
+func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_http_requests_total",
+			Help: "HTTP requests by endpoint and status code."}, []string{"endpoint", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "swarm_http_request_duration_seconds",
+			Help: "HTTP request latency by endpoint.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, []string{"endpoint"}),
+		episodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_episodes_total",
+			Help: "Episode events: claimed, ended, aborted, reclaimed, stopped, refused."}, []string{"event"}),
+		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "swarm_open_episodes", Help: "Episodes currently open."}),
+		globalStep: prometheus.NewGauge(prometheus.GaugeOpts{Name: "swarm_global_step",
+			Help: "Training steps applied (the parameter version)."}),
+		statusG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "swarm_engine_status",
+			Help: "1 for the current engine status, 0 for the others."}, []string{"status"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_tokens_total",
+			Help: "Prompt and completion tokens processed."}, []string{"kind"}),
+		rewardSum: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_reward_sum",
+			Help: "Sum of episode rewards by episode type."}, []string{"type"}),
+		rewardCount: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_reward_count",
+			Help: "Number of rewarded episodes by episode type."}, []string{"type"}),
+		batchReward: prometheus.NewGauge(prometheus.GaugeOpts{Name: "swarm_batch_reward_mean",
+			Help: "Mean episode reward of the last training batch."}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_dropped_episodes_total",
+			Help: "Finished train episodes not trained on, by reason (stale, dummy)."}, []string{"reason"}),
+		trainSteps: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_train_steps_total", Help: "Training steps run by this process."}),
+		trainSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "swarm_train_step_seconds",
+			Help: "Duration of a training step.", Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12)}),
+		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_checkpoints_total", Help: "Checkpoints written."}),
+		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_handler_panics_total", Help: "Panics caught by the recover middleware (should stay 0)."}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.episodes, m.open, m.globalStep, m.statusG, m.tokens,
+		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics)
+	m.globalStep.Set(float64(s.model.Version()))
+	m.setStatus(StatusOffline)
+	return m
+}
+
+func (m *metrics) setStatus(st string) {
+	for _, x := range allStatuses {
+		v := 0.0
+		if x == st {
+			v = 1
+		}
+		m.statusG.WithLabelValues(x).Set(v)
+	}
+}

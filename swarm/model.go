@@ -1,0 +1,102 @@
+package swarm
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+
+	"github.com/troupe-ml/troupe/rl"
+)
+
+// Message is one chat message of an OpenAI chat-completions request, with its
+// content flattened to text.
+type Message struct {
+	Role    string
+	Content string
+	Name    string
+}
+
+// TokenLogProb is one candidate token and its log-probability.
+type TokenLogProb struct {
+	Token   int
+	LogProb float32
+}
+
+// GenerateOptions controls sampling. The zero value samples at temperature
+// 0 (greedy) with MaxTokens 0, which generates nothing: callers set both.
+type GenerateOptions struct {
+	// MaxTokens bounds the number of sampled tokens per prompt.
+	MaxTokens int
+	// Temperature divides the logits before sampling; 0 means greedy.
+	Temperature float64
+	// TopP keeps the smallest set of tokens whose probability reaches TopP
+	// (nucleus sampling, Holtzman et al. 2020); 0 or 1 disables it.
+	TopP float64
+	// TopLogProbs asks for the TopLogProbs most likely tokens at every step.
+	TopLogProbs int
+	// Rand is the random source, one per prompt (len(Rand) == len(prompts));
+	// it must be seeded by the caller.
+	Rand []*rand.Rand
+	// Stop, when not nil, is called after every sampled token with the tokens
+	// of that prompt so far; returning true ends that generation with
+	// finish reason "stop".
+	Stop func(prompt int, tokens []int) bool
+}
+
+// Generation is the output of one prompt.
+type Generation struct {
+	// Tokens are the sampled tokens, including a final end-of-sequence token
+	// when the model chose to stop.
+	Tokens []int
+	// LogProbs are the log-probabilities of Tokens under the model's
+	// parameters at temperature 1 without truncation: the behaviour
+	// log-probabilities that policy-gradient training needs.
+	LogProbs []float32
+	// Top holds, per token, the most likely alternatives when
+	// GenerateOptions.TopLogProbs > 0.
+	Top [][]TokenLogProb
+	// FinishReason is "stop" (end-of-sequence or a stop sequence) or
+	// "length" (MaxTokens reached).
+	FinishReason string
+}
+
+// Model is what a swarm Server hosts: a tokenizer with a chat template, a
+// sampler and a trainer. The server never looks inside it, so a tiny tabular
+// policy and a transformer language model are served the same way.
+//
+// Concurrency: the Server calls Generate from many goroutines at once, and
+// calls Train, Save and Load only while no Generate is running (it holds a
+// read-write lock). Implementations need no locking of their own for that
+// pattern.
+type Model interface {
+	// Name is the model id reported by GET /v1/models.
+	Name() string
+	// ChatPrompt renders messages with the chat template, ending with the
+	// assistant turn's opening, and tokenises the result.
+	ChatPrompt(msgs []Message) ([]int, error)
+	// TokenBytes returns the bytes a token decodes to; nil for special tokens
+	// such as end-of-sequence.
+	TokenBytes(tok int) []byte
+	// Generate samples one continuation per prompt.
+	Generate(ctx context.Context, prompts [][]int, opts GenerateOptions) ([]Generation, error)
+	// Train performs one optimisation step on the batch (samples carry the
+	// episode reward and TaskID) and increments Version. It returns named
+	// statistics (loss, grad norm, ...).
+	Train(batch []rl.Sample) (map[string]float64, error)
+	// Version is the number of training steps applied so far (the swarm
+	// global step).
+	Version() int64
+	// Save writes the parameters, optimizer state and version.
+	Save(w io.Writer) error
+	// Load restores what Save wrote, including the version.
+	Load(r io.Reader) error
+}
+
+// decodeTokens concatenates the bytes of tokens, skipping special tokens.
+func decodeTokens(m Model, toks []int) string {
+	var b []byte
+	for _, t := range toks {
+		b = append(b, m.TokenBytes(t)...)
+	}
+	return string(b)
+}

@@ -1,0 +1,711 @@
+package swarm
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/troupe-ml/troupe/rl"
+)
+
+// Engine statuses, spelled as AgentJet's swarm server spells them.
+const (
+	StatusOffline       = "ENGINE.OFFLINE"
+	StatusBooting       = "ENGINE.BOOTING"
+	StatusRolling       = "ENGINE.ROLLING"
+	StatusRollingPost   = "ENGINE.ROLLING_POST"
+	StatusWeightSyncing = "ENGINE.WEIGHT_SYNCING"
+)
+
+// Episode types.
+const (
+	EpisodeTrain = "train"
+	EpisodeEval  = "eval"
+)
+
+// CheckpointFile is the name of the checkpoint inside ServerConfig.CheckpointDir.
+const CheckpointFile = "checkpoint.safetensors"
+
+// ServerConfig configures a Server. Only Model is required.
+type ServerConfig struct {
+	// Model is the trainable model the server hosts.
+	Model Model
+	// Train is the training policy until a client syncs another one;
+	// DefaultTrainConfig() when zero.
+	Train TrainConfig
+	// PublicURL, when set, is the base of the openai_base_url handed to
+	// clients (e.g. "http://10.0.0.7:10086"); otherwise the request's Host.
+	PublicURL string
+	// AdminToken, when set, is required (Authorization: Bearer or
+	// X-Admin-Token) by sync_train_config, start_engine and stop_engine.
+	AdminToken string
+	// CheckpointDir holds CheckpointFile; empty disables checkpoints.
+	CheckpointDir string
+	// MaxBodyBytes bounds request bodies (1 MiB when zero); larger ones get 413.
+	MaxBodyBytes int64
+	// ReapInterval is how often idle episodes are looked for (1 s when zero).
+	ReapInterval time.Duration
+	// ClosedMemory is how many closed episode ids are remembered to tell a
+	// late or duplicate end_episode from an unknown one (65536 when zero).
+	ClosedMemory int
+	// MaxN bounds the n of a chat completion (16 when zero).
+	MaxN int
+	// Logger receives the server's log; slog.Default() when nil.
+	Logger *slog.Logger
+	// Registry receives the server's Prometheus metrics; a fresh registry
+	// when nil (so several servers can live in one process).
+	Registry *prometheus.Registry
+}
+
+// Server is one swarm server: it hosts one Model, hands out episodes and
+// trains the model on their rewards. Create it with NewServer, serve
+// Handler(), and Close it when done.
+type Server struct {
+	cfg     ServerConfig
+	model   Model
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	m       *metrics
+	handler http.Handler
+	mux     *http.ServeMux
+
+	// modelMu: Generate holds it for reading; Train, Save and Load for writing.
+	modelMu sync.RWMutex
+
+	mu         sync.Mutex
+	status     string
+	detail     string
+	epoch      int64 // incremented by every stop_engine
+	train      TrainConfig
+	syncedYAML string
+	episodes   map[string]*episode
+	openTrain  int
+	closed     map[string]closedInfo
+	closedRing []string
+	closedPos  int
+	finished   []*finishedEpisode
+	bootStart  time.Time
+	lastStats  map[string]float64
+	training   bool
+	acct       Accounting
+	booted     atomic.Bool // true once the model was loaded (or found fresh) by a boot
+	step       atomic.Int64
+
+	trainReq chan struct{}
+	stopCh   chan struct{}
+	wg       sync.WaitGroup
+	closeMu  sync.Once
+}
+
+type episode struct {
+	id, client, kind, key, taskHint string
+	lastActive                      time.Time
+	timeout                         time.Duration
+	inflight                        int
+	calls                           int
+	samples                         []rl.Sample
+}
+
+type closedInfo struct {
+	reason string // ended, aborted, reclaimed, stopped
+	client string
+}
+
+type finishedEpisode struct {
+	id, taskID, client string
+	reward             float64
+	samples            []rl.Sample
+	minVersion         int64 // oldest parameter version among its completions; -1 when none
+}
+
+// NewServer returns a server in ENGINE.OFFLINE. Call Start (or POST
+// /start_engine) to begin rolling.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("swarm: ServerConfig.Model is nil")
+	}
+	if cfg.Train == (TrainConfig{}) {
+		cfg.Train = DefaultTrainConfig()
+	}
+	if err := cfg.Train.Validate(); err != nil {
+		return nil, fmt.Errorf("swarm: train config: %w", err)
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = time.Second
+	}
+	if cfg.ClosedMemory <= 0 {
+		cfg.ClosedMemory = 1 << 16
+	}
+	if cfg.MaxN <= 0 {
+		cfg.MaxN = 16
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{
+		cfg: cfg, model: cfg.Model, log: cfg.Logger.With("model", cfg.Model.Name()), reg: cfg.Registry,
+		status: StatusOffline, train: cfg.Train,
+		episodes: map[string]*episode{}, closed: map[string]closedInfo{},
+		closedRing: make([]string, cfg.ClosedMemory),
+		trainReq:   make(chan struct{}, 1), stopCh: make(chan struct{}),
+	}
+	s.step.Store(cfg.Model.Version())
+	s.m = newMetrics(s.reg, s)
+	s.mux = s.routes()
+	s.handler = s.recoverMiddleware(s.mux)
+	s.wg.Add(2)
+	go s.trainLoop()
+	go s.reapLoop()
+	return s, nil
+}
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Model returns the hosted model. Callers must not use it concurrently with
+// the server's training (read its parameters only while the server is idle).
+func (s *Server) Model() Model { return s.model }
+
+// Registry returns the server's Prometheus registry.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Status returns the engine status, its detail and the global step.
+func (s *Server) Status() (status, detail string, globalStep int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status, s.detail, s.globalStep()
+}
+
+// globalStep is the model version as of the last boot or training step.
+func (s *Server) globalStep() int64 { return s.step.Load() }
+
+// Start boots the engine synchronously: it loads the last checkpoint when
+// there is one (so a restarted server resumes at the same global step) and
+// begins rolling.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	if s.status != StatusOffline {
+		st := s.status
+		s.mu.Unlock()
+		return fmt.Errorf("swarm: cannot start engine in status %s", st)
+	}
+	s.status, s.detail, s.bootStart = StatusBooting, "loading checkpoint", time.Now()
+	s.m.setStatus(s.status)
+	s.mu.Unlock()
+	return s.boot()
+}
+
+func (s *Server) boot() error {
+	err := s.loadCheckpoint()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.status != StatusBooting { // stopped while booting
+		return fmt.Errorf("swarm: engine left BOOTING while booting (now %s)", s.status)
+	}
+	if err != nil {
+		s.status, s.detail = StatusOffline, "boot failed: "+err.Error()
+		s.m.setStatus(s.status)
+		return err
+	}
+	s.status, s.detail = StatusRolling, "collecting episodes"
+	s.booted.Store(true)
+	s.m.setStatus(s.status)
+	s.log.Info("engine rolling", "global_step", s.step.Load())
+	return nil
+}
+
+func (s *Server) loadCheckpoint() error {
+	if s.cfg.CheckpointDir == "" {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(s.cfg.CheckpointDir, CheckpointFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("swarm: open checkpoint: %w", err)
+	}
+	defer f.Close()
+	s.modelMu.Lock()
+	defer s.modelMu.Unlock()
+	if err := s.model.Load(f); err != nil {
+		return fmt.Errorf("swarm: load checkpoint %s: %w", f.Name(), err)
+	}
+	s.step.Store(s.model.Version())
+	s.log.Info("resumed from checkpoint", "path", f.Name(), "global_step", s.model.Version())
+	return nil
+}
+
+// Checkpoint writes the model to CheckpointDir atomically (write, fsync,
+// rename). It is a no-op without a CheckpointDir.
+func (s *Server) Checkpoint() error {
+	if s.cfg.CheckpointDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(s.cfg.CheckpointDir, 0o755); err != nil {
+		return fmt.Errorf("swarm: checkpoint dir: %w", err)
+	}
+	final := filepath.Join(s.cfg.CheckpointDir, CheckpointFile)
+	tmp, err := os.CreateTemp(s.cfg.CheckpointDir, CheckpointFile+".tmp*")
+	if err != nil {
+		return fmt.Errorf("swarm: checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	s.modelMu.RLock()
+	err = s.model.Save(tmp)
+	step := s.model.Version()
+	s.modelMu.RUnlock()
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), final)
+	}
+	if err != nil {
+		return fmt.Errorf("swarm: checkpoint %s: %w", final, err)
+	}
+	s.m.checkpoints.Inc()
+	s.log.Info("checkpoint saved", "path", final, "global_step", step)
+	return nil
+}
+
+// Stop brings the engine to ENGINE.OFFLINE: every open episode is closed
+// (its key stops working) and collected samples are discarded.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+}
+
+func (s *Server) stopLocked() {
+	for id, ep := range s.episodes {
+		s.closeLocked(id, ep, "stopped")
+	}
+	s.finished = nil
+	s.epoch++
+	s.status, s.detail = StatusOffline, "stopped"
+	s.m.setStatus(s.status)
+}
+
+// Close stops the background goroutines and, with a CheckpointDir, writes a
+// final checkpoint (what the binary does on SIGTERM) — but only if the engine
+// ever booted, so that a server whose boot failed never overwrites the last
+// good checkpoint with untrained weights. The handler must not be used
+// afterwards.
+func (s *Server) Close() error {
+	var err error
+	s.closeMu.Do(func() {
+		close(s.stopCh)
+		s.wg.Wait()
+		if s.booted.Load() {
+			err = s.Checkpoint()
+		}
+	})
+	return err
+}
+
+// ---- episodes -------------------------------------------------------------
+
+func newUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("swarm: crypto/rand failed: " + err.Error())
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
+}
+
+const keyPrefix = "sk-troupe-"
+
+// newKey returns an episode API key: the episode id (public, used to find
+// the episode) and 256 random bits, which are compared in constant time.
+func newKey(id string) string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("swarm: crypto/rand failed: " + err.Error())
+	}
+	return keyPrefix + id + "." + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// episodeForKey returns the open episode whose key is key, or nil.
+// Caller holds s.mu.
+func (s *Server) episodeForKeyLocked(key string) *episode {
+	rest, ok := strings.CutPrefix(key, keyPrefix)
+	if !ok {
+		return nil
+	}
+	id, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return nil
+	}
+	ep := s.episodes[id]
+	if ep == nil {
+		return nil
+	}
+	if subtle.ConstantTimeCompare([]byte(key), []byte(ep.key)) != 1 {
+		return nil
+	}
+	return ep
+}
+
+// closeLocked removes an open episode and remembers why.
+func (s *Server) closeLocked(id string, ep *episode, reason string) {
+	delete(s.episodes, id)
+	if ep.kind == EpisodeTrain {
+		s.openTrain--
+	}
+	if old := s.closedRing[s.closedPos]; old != "" {
+		delete(s.closed, old)
+	}
+	s.closedRing[s.closedPos] = id
+	s.closedPos = (s.closedPos + 1) % len(s.closedRing)
+	s.closed[id] = closedInfo{reason: reason, client: ep.client}
+	switch reason {
+	case "reclaimed":
+		s.acct.Reclaimed++
+	case "aborted":
+		s.acct.Aborted++
+	}
+	s.m.open.Set(float64(len(s.episodes)))
+	s.m.episodes.WithLabelValues(reason).Inc()
+}
+
+// OpenEpisodes reports the number of open episodes (tests use it to check
+// that nothing leaks).
+func (s *Server) OpenEpisodes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.episodes)
+}
+
+// BufferedEpisodes reports finished train episodes waiting for training.
+func (s *Server) BufferedEpisodes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.finished)
+}
+
+func (s *Server) reapLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case now := <-t.C:
+			s.reap(now)
+		}
+	}
+}
+
+// reap reclaims episodes idle longer than their discard timeout: their
+// records are dropped and their slot freed.
+func (s *Server) reap(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, ep := range s.episodes {
+		if ep.inflight == 0 && now.Sub(ep.lastActive) > ep.timeout {
+			s.closeLocked(id, ep, "reclaimed")
+			n++
+		}
+	}
+	if n > 0 {
+		s.log.Info("reclaimed idle episodes", "n", n)
+	}
+	return n
+}
+
+// ---- training ---------------------------------------------------------------
+
+// ruleMetLocked reports whether the finished episodes satisfy the collection
+// rule.
+func (s *Server) ruleMetLocked() bool {
+	_, ok := s.selectBatchLocked(false)
+	return ok
+}
+
+// selectBatchLocked picks the episodes of the next training batch according
+// to the collection method. With take, the chosen episodes (and stale or
+// dummy ones) are removed from the buffer.
+func (s *Server) selectBatchLocked(take bool) ([]*finishedEpisode, bool) {
+	tc := s.train
+	if take {
+		// drop stale episodes and enforce the buffer bound
+		cur := s.step.Load()
+		kept := s.finished[:0]
+		for _, fe := range s.finished {
+			if fe.minVersion >= 0 && cur-fe.minVersion > tc.MaxStaleness {
+				s.m.dropped.WithLabelValues("stale").Inc()
+				s.acct.Dropped++
+				s.acct.DroppedRewardSum += fe.reward
+				continue
+			}
+			kept = append(kept, fe)
+		}
+		clear(s.finished[len(kept):])
+		s.finished = kept
+	}
+	switch tc.CollectionMethod {
+	case CollectEpisodes:
+		need := tc.BatchSize * tc.NumRepeat
+		if len(s.finished) < need {
+			return nil, false
+		}
+		if !take {
+			return nil, true
+		}
+		batch := append([]*finishedEpisode(nil), s.finished[:need]...)
+		s.finished = append(s.finished[:0:0], s.finished[need:]...)
+		return batch, true
+	default:
+		order := []string{}
+		byTask := map[string][]*finishedEpisode{}
+		for _, fe := range s.finished {
+			if _, ok := byTask[fe.taskID]; !ok {
+				order = append(order, fe.taskID)
+			}
+			byTask[fe.taskID] = append(byTask[fe.taskID], fe)
+		}
+		chosen := map[string]bool{}
+		dummy := map[string]bool{}
+		for _, t := range order {
+			eps := byTask[t]
+			if len(eps) < tc.NumRepeat {
+				continue
+			}
+			if tc.CollectionMethod == CollectNonDummyTasks {
+				same := true
+				for _, fe := range eps[1:] {
+					if fe.reward != eps[0].reward {
+						same = false
+						break
+					}
+				}
+				if same {
+					dummy[t] = true
+					continue
+				}
+			}
+			if len(chosen) < tc.BatchSize {
+				chosen[t] = true
+			}
+		}
+		if len(chosen) < tc.BatchSize {
+			return nil, false
+		}
+		if !take {
+			return nil, true
+		}
+		var batch []*finishedEpisode
+		rest := s.finished[:0:0]
+		for _, fe := range s.finished {
+			switch {
+			case chosen[fe.taskID]:
+				batch = append(batch, fe)
+			case dummy[fe.taskID]:
+				s.m.dropped.WithLabelValues("dummy").Inc()
+				s.acct.Dropped++
+				s.acct.DroppedRewardSum += fe.reward
+			default:
+				rest = append(rest, fe)
+			}
+		}
+		s.finished = rest
+		return batch, true
+	}
+}
+
+// maybeTriggerLocked moves ROLLING to ROLLING_POST when the rule is met.
+func (s *Server) maybeTriggerLocked() {
+	if s.status != StatusRolling || s.training || !s.ruleMetLocked() {
+		return
+	}
+	s.status, s.detail = StatusRollingPost, "batch collected; draining open train episodes"
+	s.m.setStatus(s.status)
+	select {
+	case s.trainReq <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) trainLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case <-s.trainReq:
+			s.trainOnce()
+		}
+	}
+}
+
+// trainOnce drains ROLLING_POST, runs one training step in WEIGHT_SYNCING
+// and returns to ROLLING.
+func (s *Server) trainOnce() {
+	s.mu.Lock()
+	epoch := s.epoch
+	if s.status != StatusRollingPost {
+		s.mu.Unlock()
+		return
+	}
+	deadline := time.Now().Add(s.train.DrainTimeout)
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		if s.epoch != epoch || s.status != StatusRollingPost {
+			s.mu.Unlock()
+			return
+		}
+		if s.openTrain == 0 || !time.Now().Before(deadline) {
+			break // s.mu held
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.stopCh:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	s.status, s.detail = StatusWeightSyncing, "training"
+	s.m.setStatus(s.status)
+	s.training = true
+	batch, ok := s.selectBatchLocked(true)
+	s.mu.Unlock()
+
+	var stats map[string]float64
+	var err error
+	step := s.step.Load()
+	if ok {
+		var samples []rl.Sample
+		var rsum float64
+		for _, fe := range batch {
+			samples = append(samples, fe.samples...)
+			rsum += fe.reward
+		}
+		s.m.batchReward.Set(rsum / float64(len(batch)))
+		s.mu.Lock()
+		s.acct.TrainedEpisodes += int64(len(batch))
+		s.acct.TrainedRewardSum += rsum
+		s.mu.Unlock()
+		start := time.Now()
+		s.modelMu.Lock()
+		if len(samples) > 0 {
+			stats, err = s.model.Train(samples)
+		}
+		step = s.model.Version()
+		s.step.Store(step)
+		s.modelMu.Unlock()
+		s.m.trainSeconds.Observe(time.Since(start).Seconds())
+		if err == nil && len(samples) > 0 {
+			s.m.trainSteps.Inc()
+			s.log.Info("training step", "global_step", step, "episodes", len(batch), "samples", len(samples), "stats", stats)
+		}
+	}
+
+	s.mu.Lock()
+	s.training = false
+	if err != nil {
+		s.log.Error("training step failed", "err", err)
+	}
+	if s.epoch == epoch && s.status == StatusWeightSyncing {
+		s.status, s.detail = StatusRolling, "collecting episodes"
+		if err != nil {
+			s.detail = "last training step failed: " + err.Error()
+		}
+		if stats != nil {
+			s.lastStats = stats
+		}
+		s.m.setStatus(s.status)
+		s.maybeTriggerLocked()
+	}
+	every := s.train.CheckpointEvery
+	s.mu.Unlock()
+	s.m.globalStep.Set(float64(step))
+	if ok && err == nil && every > 0 && step > 0 && step%int64(every) == 0 {
+		if err := s.Checkpoint(); err != nil {
+			s.log.Error("checkpoint failed", "err", err)
+		}
+	}
+}
+
+// Accounting tracks where finished train episodes went.
+type Accounting struct {
+	Ended                       int64   // train episodes ended with a reward
+	EndedRewardSum              float64 // sum of their rewards
+	TrainedEpisodes             int64   // episodes handed to a training step
+	TrainedRewardSum            float64
+	Dropped                     int64 // stale, dummy or overflow episodes never trained on
+	DroppedRewardSum            float64
+	Buffered                    int64 // waiting for the next batch
+	BufferedRewardSum           float64
+	Reclaimed, Aborted, Claimed int64
+}
+
+// Accounting returns the episode accounting (tests use it to show that no
+// finished episode's reward is lost).
+func (s *Server) Accounting() Accounting {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.acct
+	for _, fe := range s.finished {
+		a.Buffered++
+		a.BufferedRewardSum += fe.reward
+	}
+	return a
+}
+
+// WithModel calls f with the model while no training step can run.
+func (s *Server) WithModel(f func(Model)) {
+	s.modelMu.RLock()
+	defer s.modelMu.RUnlock()
+	f(s.model)
+}
+
+// LastTrainStats returns the statistics of the last training step.
+func (s *Server) LastTrainStats() map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]float64, len(s.lastStats))
+	for k, v := range s.lastStats {
+		out[k] = v
+	}
+	return out
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -1,0 +1,47 @@
+//go:build amd64 && !purego
+
+package tensor
+
+import "golang.org/x/sys/cpu"
+
+//go:generate sh -c "go run gemm_asm_gen.go > gemm_amd64.s"
+
+// sgemmKernelAVX512 is the 14×32 AVX-512 micro-kernel (gemm_amd64.s): 28 zmm
+// accumulators, two zmm B loads and one broadcast A value per FMA pair.
+//
+//go:noescape
+func sgemmKernelAVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+// sgemmKernelAVX2 is the 6×16 AVX2/FMA micro-kernel (gemm_amd64.s): 12 ymm
+// accumulators.
+//
+//go:noescape
+func sgemmKernelAVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+var (
+	kernelAVX512 = &gemmKernel{name: "avx512", mr: 14, nr: 32, mc: 168, kc: 256, nc: 2048, aOuter: true, fn: sgemmKernelAVX512}
+	kernelAVX2   = &gemmKernel{name: "avx2", mr: 6, nr: 16, mc: 144, kc: 256, nc: 2048, fn: sgemmKernelAVX2}
+)
+
+// hasAVX512 and hasAVX2 report whether the CPU (and OS) support the
+// instructions each micro-kernel uses.
+var (
+	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ
+	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+)
+
+// gemmKernels lists the micro-kernels this build has, fastest first, with
+// whether the running CPU can execute each.
+func gemmKernels() []kernelAvail {
+	return []kernelAvail{
+		{kernelAVX512, hasAVX512},
+		{kernelAVX2, hasAVX2},
+		{kernelGo, true},
+	}
+}
+
+//go:noescape
+func sgemmKernelAVX512pfB(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmKernelAVX512nopf(kc int, a, b, c *float32, ldc int, alpha, beta float32)
