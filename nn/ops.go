@@ -126,32 +126,12 @@ func LayerNormOp(x, gamma, beta *G.Node, eps float32) *G.Node {
 }
 
 // GELUOp applies the tanh approximation of GELU (Hendrycks & Gimpel 2016),
-// gelu(x) = ½x(1 + tanh u) = x·σ(2u), u = √(2/π)(x + 0.044715x³). The
-// forward saves σ(2u) (tensor.VecSigmoid), so the backward,
-// gelu'(x) = σ + x·σ(1−σ)·2√(2/π)(1 + 3·0.044715x²), needs no
-// transcendental function.
+// gelu(x) = ½x(1 + tanh(√(2/π)(x + 0.044715x³))), with tensor.GELU forward
+// and tensor.GELUBackward backward.
 func GELUOp(x *G.Node) *G.Node {
-	const k0, k1 = 0.7978845608028654, 0.044715
-	n := x.Shape().TotalSize()
-	sig := make([]float32, n)
-	k := &kernel{name: "GELU", diff: []bool{true}}
-	k.fwd = func(v [][]float32, y []float32) error {
-		for i, xv := range v[0] {
-			y[i] = 2 * k0 * (xv + k1*xv*xv*xv)
-		}
-		kern.VecSigmoid(sig, y)
-		kern.VecMul(y, v[0], sig)
-		return nil
-	}
-	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
-		dx := g[0][:len(dy)]
-		xs, ss := v[0][:len(dy)], sig[:len(dy)]
-		for i, d := range dy {
-			xv, s := xs[i], ss[i]
-			dx[i] = d * (s + xv*s*(1-s)*(2*k0)*(1+3*k1*xv*xv))
-		}
-	}
-	k.full = true
+	k := &kernel{name: "GELU", diff: []bool{true}, full: true}
+	k.fwd = func(v [][]float32, y []float32) error { kern.GELU(y, v[0]); return nil }
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) { kern.GELUBackward(g[0], dy, v[0]) }
 	return applyFused(k, x.Shape(), x)
 }
 
