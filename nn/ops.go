@@ -598,6 +598,7 @@ func LSTMLayerOp(proj, wh, mask *G.Node) *G.Node {
 	dh := make([]float32, B*H)
 	dc := make([]float32, B*H)
 	dhNext := make([]float32, B*H)
+	cc, sc := make([]float32, B*H), make([]float32, B*H)
 	maskAt := func(v [][]float32, b, t int) float32 {
 		if mask == nil {
 			return 1
@@ -615,18 +616,36 @@ func LSTMLayerOp(proj, wh, mask *G.Node) *G.Node {
 			kern.Gemm(false, false, B, H4, H, 1, hp, H, v[1], H4, 1, z, H4)
 			gt := gates[t*B*H4 : (t+1)*B*H4]
 			tc := tcs[t*B*H : (t+1)*B*H]
+			// Gates with the vectorised sigmoid: tanh(x) = 2σ(2x) − 1.
+			for b := 0; b < B; b++ {
+				zg := z[b*H4+2*H : b*H4+3*H]
+				for j := range zg {
+					zg[j] *= 2
+				}
+			}
+			kern.VecSigmoid(gt, z)
+			for b := 0; b < B; b++ {
+				gr := gt[b*H4:(b+1)*H4]
+				for j := 2 * H; j < 3*H; j++ {
+					gr[j] = 2*gr[j] - 1
+				}
+				for j := 0; j < H; j++ {
+					c := gr[H+j]*cp[b*H+j] + gr[j]*gr[2*H+j]
+					cc[b*H+j] = c
+					sc[b*H+j] = 2 * c
+				}
+			}
+			kern.VecSigmoid(tc, sc)
 			for b := 0; b < B; b++ {
 				m := maskAt(v, b, t)
-				zr, gr := z[b*H4:(b+1)*H4], gt[b*H4:(b+1)*H4]
+				gr := gt[b*H4 : (b+1)*H4]
 				for j := 0; j < H; j++ {
-					i, f, g, o := sigmoid(zr[j]), sigmoid(zr[H+j]), tanh32(zr[2*H+j]), sigmoid(zr[3*H+j])
-					gr[j], gr[H+j], gr[2*H+j], gr[3*H+j] = i, f, g, o
-					c := f*cp[b*H+j] + i*g
-					th := tanh32(c)
-					tc[b*H+j] = th
-					hn[b*H+j] = m*(o*th) + (1-m)*hp[b*H+j]
-					cn[b*H+j] = m*c + (1-m)*cp[b*H+j]
-					y[(b*T+t)*H+j] = hn[b*H+j]
+					x := b*H + j
+					th := 2*tc[x] - 1
+					tc[x] = th
+					hn[x] = m*(gr[3*H+j]*th) + (1-m)*hp[x]
+					cn[x] = m*cc[x] + (1-m)*cp[x]
+					y[(b*T+t)*H+j] = hn[x]
 				}
 			}
 		}
