@@ -3,7 +3,7 @@
 #   make test   vet and test everything (what CI runs)
 GO      ?= go
 # Packages whose tests run under the race detector (the concurrent ones).
-RACE_PKGS ?= ./tensor/... ./rl/...
+RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/...
 
 .PHONY: all test vet demo bench bench-compare data clean test-cuda-build ptx
 
