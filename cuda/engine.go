@@ -194,9 +194,9 @@ func (e *Engine) SetTF32(on bool) { e.tf32 = on && e.cc >= 80 }
 // Allocator returns the engine's caching allocator (for its statistics).
 func (e *Engine) Allocator() *CachingAllocator { return e.alloc }
 
-// Close synchronises, frees cached memory, unloads the modules and releases
-// the primary context. Buffers still live are leaked to the context's
-// destruction.
+// Close synchronises, frees cached memory, unloads the modules and destroys
+// the engine's default stream. The device's primary context stays retained
+// (it is shared by the process); live Buffers stay allocated.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
@@ -440,8 +440,8 @@ func (e *Engine) DenseToDevice(t *tensor.Dense) (*tensor.Dense, error) {
 	if !ok {
 		return nil, fmt.Errorf("cuda: DenseToDevice: tensor data is %T", t.Data())
 	}
-	if !t.IsMaterializable() && !t.DataOrder().IsContiguous() {
-		return nil, fmt.Errorf("cuda: DenseToDevice of a non-contiguous view")
+	if t.IsMaterializable() {
+		return nil, fmt.Errorf("cuda: DenseToDevice of a view (shape %v); Materialize it first", t.Shape())
 	}
 	d := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(t.Shape().Clone()...), tensor.WithEngine(e))
 	if len(host) > 0 {
