@@ -6,8 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/troupe-ml/troupe/tensor"
 )
 
 func TestDeviceBlock(t *testing.T) {
