@@ -133,6 +133,36 @@ func BenchmarkCUDAAttention(b *testing.B) {
 	}
 }
 
+// BenchmarkCUDAAttentionDecode: one KV-cache generation step of attention
+// (batch 16, 12 heads, D=64) over L cached positions; reports the decode
+// steps per second (tokens/s for the batch) and the cache bandwidth in GB/s.
+func BenchmarkCUDAAttentionDecode(b *testing.B) {
+	const B, H, D = 16, 12, 64
+	for _, L := range []int{128, 1024, 4096} {
+		b.Run(fmt.Sprintf("L%d", L), func(b *testing.B) {
+			e := cudaEngine(b)
+			kc, vc := devRand(b, e, B*H*L*D, 1, 1), devRand(b, e, B*H*L*D, 2, 1)
+			q, o := devRand(b, e, B*H*D, 3, 1), devRand(b, e, B*H*D, 4, 0)
+			defer func() {
+				for _, x := range []cuda.Buffer{kc, vc, q, o} {
+					e.FreeBuffer(x)
+				}
+			}()
+			scale := float32(1 / math.Sqrt(D))
+			check(b, e.AttentionDecode(o, q, kc, vc, B*H, L, L, D, scale))
+			check(b, e.Synchronize())
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				check(b, e.AttentionDecode(o, q, kc, vc, B*H, L, L, D, scale))
+			}
+			check(b, e.Synchronize())
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(B/sec, "tokens/s")
+			b.ReportMetric(2*4*float64(B*H*L*D)/sec/1e9, "GB/s")
+		})
+	}
+}
+
 // BenchmarkCUDABlockStep: one training step (forward, backward, AdamW) of a
 // causal pre-LN transformer block entirely on the GPU, for the CPU anchor's
 // shape (B=8, T=64, D=128, 4 heads) and a GPT-2-small-like one (B=16,

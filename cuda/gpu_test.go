@@ -458,6 +458,30 @@ func TestDeviceAttention(t *testing.T) {
 	}
 }
 
+func TestDeviceAttentionDecode(t *testing.T) {
+	e := newTestEngine(t, false)
+	r := rand.New(rand.NewPCG(13, 1))
+	for _, c := range []struct{ bh, L, maxT, D int }{{1, 1, 4, 8}, {3, 5, 9, 64}, {2, 130, 200, 128}, {4, 77, 77, 40}} {
+		n := c.bh * c.maxT * c.D
+		kc, vc := randF32(r, n), randF32(r, n)
+		q := randF32(r, c.bh*c.D)
+		scale := float32(1 / math.Sqrt(float64(c.D)))
+		// Reference: causal attention over the first L rows, query in row L-1.
+		want := make([]float64, 0, c.bh*c.D)
+		for h := 0; h < c.bh; h++ {
+			qq := make([]float64, c.L*c.D)
+			copy(qq[(c.L-1)*c.D:], f64(q[h*c.D:(h+1)*c.D]))
+			ks := f64(kc[h*c.maxT*c.D : h*c.maxT*c.D+c.L*c.D])
+			vs := f64(vc[h*c.maxT*c.D : h*c.maxT*c.D+c.L*c.D])
+			o, _ := refAttention(qq, ks, vs, 1, c.L, c.D, float64(scale), true)
+			want = append(want, o[(c.L-1)*c.D:]...)
+		}
+		O := up(t, e, make([]float32, c.bh*c.D))
+		ok(t, e.AttentionDecode(O, up(t, e, q), up(t, e, kc), up(t, e, vc), c.bh, c.L, c.maxT, c.D, scale))
+		approx64(t, "AttentionDecode", down(t, e, O, c.bh*c.D), want, 1e-4, 1e-4)
+	}
+}
+
 // TestDeviceTensorEngine uses Engine as a gorgonia.org/tensor Engine.
 func TestDeviceTensorEngine(t *testing.T) {
 	e := newTestEngine(t, false)

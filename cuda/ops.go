@@ -533,3 +533,22 @@ func (e *Engine) StridedCopy(out, a Buffer, shape, strides []int, beta float32) 
 	return e.launch("strided_copy", g, bl, out, a, i32(sh[0]), i32(sh[1]), i32(sh[2]), i32(sh[3]),
 		int64(st[0]), int64(st[1]), int64(st[2]), int64(st[3]), beta)
 }
+
+// AttentionDecode is one generation step with a KV cache: for each of bh
+// heads the single query q[h] (D ≤ 128) attends to the first L cached rows of
+// kcache[h] and vcache[h] ([bh][maxT][D]); o[h] gets the result. New keys and
+// values are appended to the caches with CopyBuffer or StridedCopy before the
+// call. It equals the last row of a causal Attention over the same L rows.
+func (e *Engine) AttentionDecode(o, q, kcache, vcache Buffer, bh, L, maxT, D int, scale float32) error {
+	if D < 1 || D > 128 || L < 0 || L > maxT {
+		panic(fmt.Sprintf("cuda: AttentionDecode: D=%d (1..128), L=%d, maxT=%d", D, L, maxT))
+	}
+	need("AttentionDecode", "o", o, bh*D)
+	need("AttentionDecode", "q", q, bh*D)
+	need("AttentionDecode", "kcache", kcache, bh*maxT*D)
+	need("AttentionDecode", "vcache", vcache, bh*maxT*D)
+	if bh == 0 {
+		return nil
+	}
+	return e.launch("attn_decode", [3]int{bh, 1, 1}, [3]int{128, 1, 1}, o, q, kcache, vcache, i32(L), i32(maxT), i32(D), scale)
+}
