@@ -108,9 +108,29 @@ func (e *Engine) GemmBatched(transA, transB bool, batch, m, n, k int, alpha floa
 		return nil
 	}
 	name := GemmKernel(e.tf32, transA, transB)
-	grid := [3]int{(n + 127) / 128, (m + 127) / 128, batch}
-	return e.launch(name, grid, [3]int{256, 1, 1},
-		i32(m), i32(n), i32(k), alpha, a, i32(lda), int64(strideA), b, i32(ldb), int64(strideB), beta, c, i32(ldc), int64(strideC))
+	// gridDim.z is at most 65535: launch larger batches in chunks.
+	for b0 := 0; b0 < batch; b0 += maxGridYZ {
+		nb := min(batch-b0, maxGridYZ)
+		grid := [3]int{(n + 127) / 128, (m + 127) / 128, nb}
+		ab, bb, cb := offsetBuf(a, b0*strideA), offsetBuf(b, b0*strideB), offsetBuf(c, b0*strideC)
+		err := e.launch(name, grid, [3]int{256, 1, 1},
+			i32(m), i32(n), i32(k), alpha, ab, i32(lda), int64(strideA), bb, i32(ldb), int64(strideB), beta, cb, i32(ldc), int64(strideC))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxGridYZ is CUDA's limit on gridDim.y and gridDim.z.
+const maxGridYZ = 65535
+
+// offsetBuf returns b advanced by off elements (the rest of the buffer).
+func offsetBuf(b Buffer, off int) Buffer {
+	if off == 0 {
+		return b
+	}
+	return b.Slice(off, b.Len())
 }
 
 // ---- element-wise ----
@@ -460,6 +480,9 @@ func (e *Engine) Attention(o, lse, q, k, v Buffer, bh, T, D int, scale float32, 
 		need("Attention", c.n, c.b, bh*T*D)
 	}
 	need("Attention", "lse", lse, bh*T)
+	if bh > maxGridYZ {
+		panic(fmt.Sprintf("cuda: Attention: %d batch·heads > %d", bh, maxGridYZ))
+	}
 	if bh == 0 || T == 0 {
 		return nil
 	}
@@ -478,6 +501,9 @@ func (e *Engine) AttentionBackward(dq, dk, dv, q, k, v, o, do, lse Buffer, bh, T
 		need("AttentionBackward", c.n, c.b, bh*T*D)
 	}
 	need("AttentionBackward", "lse", lse, bh*T)
+	if bh > maxGridYZ {
+		panic(fmt.Sprintf("cuda: AttentionBackward: %d batch·heads > %d", bh, maxGridYZ))
+	}
 	if bh == 0 || T == 0 {
 		return nil
 	}
