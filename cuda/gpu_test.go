@@ -137,6 +137,17 @@ func TestDeviceGemm(t *testing.T) {
 				}
 			}
 		}
+		// Padded leading dimensions (multiples of 4 with ragged m, n, k): the
+		// TF32 kernel's 16-byte path with partial vectors at the edges.
+		{
+			m, n, k, lda, ldb, ldc := 70, 130, 37, 40, 132, 131
+			a, b, c := randF32(r, m*lda), randF32(r, k*ldb), randF32(r, m*ldc)
+			want := append([]float32(nil), c...)
+			tensor.Gemm(false, false, m, n, k, 1, a, lda, b, ldb, 0.5, want, ldc)
+			dc := up(t, e, c)
+			ok(t, e.Gemm(false, false, m, n, k, 1, up(t, e, a), lda, up(t, e, b), ldb, 0.5, dc, ldc))
+			approx(t, "Gemm padded", down(t, e, dc, m*ldc), want, rel, abs)
+		}
 		// Batched.
 		batch, m, n, k := 3, 40, 50, 60
 		a, b, c := randF32(r, batch*m*k), randF32(r, batch*k*n), make([]float32, batch*m*n)

@@ -108,6 +108,9 @@ func (e *Engine) GemmBatched(transA, transB bool, batch, m, n, k int, alpha floa
 		return nil
 	}
 	name := GemmKernel(e.tf32, transA, transB)
+	if e.tf32 && GemmVec4(transA, transB, batch, a.ptr, lda, strideA, b.ptr, ldb, strideB) {
+		name = "tf32gemm_nn_v4"
+	}
 	// gridDim.z is at most 65535: launch larger batches in chunks.
 	for b0 := 0; b0 < batch; b0 += maxGridYZ {
 		nb := min(batch-b0, maxGridYZ)
