@@ -518,6 +518,23 @@ func TestDeviceTensorEngine(t *testing.T) {
 	if _, err := e.Accessible(DenseBuffer(d)); err == nil {
 		t.Error("Accessible(device memory) returned no error")
 	}
+	// gorgonia.org/tensor's own MatMul and Add dispatch to the device.
+	ha := gtensor.New(gtensor.WithShape(2, 3), gtensor.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
+	hb := gtensor.New(gtensor.WithShape(3, 2), gtensor.WithBacking([]float32{1, 0, 0, 1, 1, 1}))
+	da, err := e.DenseToDevice(ha)
+	ok(t, err)
+	db, err := e.DenseToDevice(hb)
+	ok(t, err)
+	dc, err := da.MatMul(db)
+	ok(t, err)
+	hc, err := e.DenseToHost(dc)
+	ok(t, err)
+	approx(t, "Dense.MatMul", hc.Data().([]float32), []float32{4, 5, 10, 11}, 1e-6, 0)
+	sum, err := gtensor.Add(dc, dc)
+	ok(t, err)
+	hs, err := e.DenseToHost(sum.(*gtensor.Dense))
+	ok(t, err)
+	approx(t, "tensor.Add", hs.Data().([]float32), []float32{8, 10, 20, 22}, 1e-6, 0)
 }
 
 func TestDeviceAllocatorAndEvents(t *testing.T) {
