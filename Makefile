@@ -3,7 +3,7 @@
 #   make test   vet and test everything (what CI runs)
 GO      ?= go
 # Packages whose tests run under the race detector (the concurrent ones).
-RACE_PKGS ?= ./tensor/...
+RACE_PKGS ?= ./tensor/... ./rl/...
 
 .PHONY: all test vet demo bench bench-compare data clean test-cuda-build ptx
 
@@ -51,8 +51,10 @@ bench-compare:
 	bash benchmarks/compare/run.sh
 
 # Real data of examples/translation (pinned, sha256-verified, idempotent) into data/translation.
+# Real data of examples/finance-risk (pinned, sha256-verified, idempotent) into data/finance-risk.
 data:
 	bash examples/translation/fetch-data.sh
+	bash examples/finance-risk/fetch-data.sh
 
 clean:
 	rm -rf out bin
