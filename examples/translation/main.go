@@ -36,6 +36,9 @@ type env struct {
 	// maxRough and maxDet bound (in runes) the rough translation and the
 	// detector's JSON passed to the next agent.
 	maxRough, maxDet int
+	// sharedReward gives agent 2 the final translation's quality reward
+	// instead of its own detection reward (the sweep's second arm).
+	sharedReward bool
 }
 
 type options struct {
@@ -48,6 +51,9 @@ type options struct {
 	ports, servers, out             string
 	evalN, maxEn, maxZh             int
 	seed                            uint64
+	sharedReward                    bool
+	sweep                           bool
+	cacheDir                        string // warm-start cache; default <out>/cache
 }
 
 func main() {
@@ -73,9 +79,18 @@ func main() {
 	flag.IntVar(&o.maxEn, "max-en", 48, "longest English source used (bytes)")
 	flag.IntVar(&o.maxZh, "max-zh", 24, "longest Chinese reference used (characters)")
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
+	flag.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
+	flag.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
 	flag.Parse()
 	if o.quick {
 		o.applyQuick()
+	}
+	if o.sweep {
+		if err := sweep(o); err != nil {
+			fmt.Fprintln(os.Stderr, "translation:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if _, err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "translation:", err)
@@ -114,8 +129,11 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120}
-	cache := filepath.Join(o.out, "cache")
+	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, sharedReward: o.sharedReward}
+	cache := o.cacheDir
+	if cache == "" {
+		cache = filepath.Join(o.out, "cache")
+	}
 	small, lossS, err := warmStart("small", modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen}, o.warmSteps, o.warmBatch, o.warmLR, o.seed, train, tok, d.Glossary, cache, logf)
 	if err != nil {
 		return nil, err

@@ -53,9 +53,13 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64) swarm.Workflow {
 		}
 		w.Quality = e.qg.Grade(t.En, t.Ref, w.Final)
 		w.Detect = grader.ProperNounDetectionGrader{}.Grade(w.Detection, truthErrors(t, w.Rough))
+		detReward := w.Detect.Normalised
+		if e.sharedReward {
+			detReward = w.Quality.Normalised
+		}
 		return []swarm.WorkflowResult{
 			{Reward: w.Quality.Normalised, IsSuccess: w.Quality.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Quality.Issues, "final": w.Final}},
-			{Reward: w.Detect.Normalised, IsSuccess: w.Detect.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Detect.Issues, "detection": w.Detection}},
+			{Reward: detReward, IsSuccess: w.Detect.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Detect.Issues, "detection": w.Detection, "detection_score": w.Detect.Normalised}},
 		}, nil
 	}
 }
