@@ -54,22 +54,23 @@ type options struct {
 	sharedReward                    bool
 	sweep                           bool
 	cacheDir                        string // warm-start cache; default <out>/cache
+	finalFrac, roughNoise           float64
 }
 
 func main() {
 	var o options
 	flag.BoolVar(&o.quick, "quick", false, "a run of well under a minute (tiny models, 2 RL steps per server)")
-	flag.IntVar(&o.smallDim, "small-dim", 32, "width of the small model (agents 1 and 3)")
-	flag.IntVar(&o.smallLayers, "small-layers", 1, "layers of the small model")
-	flag.IntVar(&o.largeDim, "large-dim", 48, "width of the larger model (agent 2)")
+	flag.IntVar(&o.smallDim, "small-dim", 48, "width of the small model (agents 1 and 3)")
+	flag.IntVar(&o.smallLayers, "small-layers", 2, "layers of the small model")
+	flag.IntVar(&o.largeDim, "large-dim", 64, "width of the larger model (agent 2)")
 	flag.IntVar(&o.largeLayers, "large-layers", 2, "layers of the larger model")
 	flag.IntVar(&o.maxLen, "max-len", 128, "context length of both models")
 	flag.IntVar(&o.vocab, "vocab", 768, "BPE vocabulary size")
-	flag.IntVar(&o.warmSteps, "warm-steps", 300, "supervised warm-start steps per model")
+	flag.IntVar(&o.warmSteps, "warm-steps", 1200, "supervised warm-start steps per model")
 	flag.IntVar(&o.warmBatch, "warm-batch", 16, "warm-start batch size")
 	flag.Float64Var(&o.warmLR, "warm-lr", 3e-3, "warm-start peak learning rate")
 	flag.Float64Var(&o.rlLR, "rl-lr", 2e-4, "GRPO learning rate")
-	flag.IntVar(&o.steps, "steps", 10, "GRPO steps per server")
+	flag.IntVar(&o.steps, "steps", 30, "GRPO steps per server")
 	flag.IntVar(&o.batch, "batch", 4, "tasks per GRPO step")
 	flag.IntVar(&o.repeats, "repeats", 4, "episodes per task (GRPO group size)")
 	flag.StringVar(&o.ports, "ports", "10086,10087", "ports of the small and larger model's servers")
@@ -81,6 +82,8 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
 	flag.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
 	flag.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
+	flag.Float64Var(&o.finalFrac, "final-frac", 0.5, "fraction of agent-3 examples in the small model's warm start")
+	flag.Float64Var(&o.roughNoise, "rough-noise", 0, "fraction of agent-3 warm-start examples whose rough translation is also corrupted")
 	flag.Parse()
 	if o.quick {
 		o.applyQuick()
@@ -134,11 +137,12 @@ func run(o options) (*report, error) {
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
 	}
-	small, lossS, err := warmStart("small", modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen}, o.warmSteps, o.warmBatch, o.warmLR, o.seed, train, tok, d.Glossary, cache, logf)
+	mix := warmMix{FinalFrac: o.finalFrac, RoughNoise: o.roughNoise}
+	small, lossS, err := warmStart("small", modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen}, mix, o.warmSteps, o.warmBatch, o.warmLR, o.seed, train, tok, d.Glossary, cache, logf)
 	if err != nil {
 		return nil, err
 	}
-	large, lossL, err := warmStart("large", modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen}, o.warmSteps, o.warmBatch, o.warmLR, o.seed+1, train, tok, d.Glossary, cache, logf)
+	large, lossL, err := warmStart("large", modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen}, warmMix{}, o.warmSteps, o.warmBatch, o.warmLR, o.seed+1, train, tok, d.Glossary, cache, logf)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 func quickOptions(out string) options {
-	o := options{quick: true, ports: "0,0", out: out, seed: 1, warmLR: 3e-3, rlLR: 2e-4}
+	o := options{quick: true, ports: "0,0", out: out, seed: 1, warmLR: 3e-3, rlLR: 2e-4, finalFrac: 0.5}
 	o.applyQuick()
 	return o
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/troupe-ml/troupe/examples/translation/corpus"
-	"github.com/troupe-ml/troupe/examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 )
@@ -50,19 +49,46 @@ func roleExample(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, reply strin
 //     half each; the rough translation carries an injected known error.
 //   - "large": agent 2 (detector) on a rough translation with an injected
 //     known error (or none) and its JSON.
-func warmExample(role string, t task, tok *tokenizer.Tokenizer, g *corpus.Glossary, r *rand.Rand) (nn.SeqExample, error) {
+func warmExample(role string, t task, tok *tokenizer.Tokenizer, g *corpus.Glossary, r *rand.Rand, mix warmMix) (nn.SeqExample, error) {
 	switch {
 	case role == "large":
 		rough, errs := injectError(t, g, r, 0.35)
 		return roleExample(tok, msgsDetect(t.En, rough), errorsJSON(errs))
-	case r.IntN(2) == 0:
+	case r.Float64() >= mix.FinalFrac:
 		return roleExample(tok, msgsTranslate(t.En), t.Ref)
 	default:
 		rough, errs := injectError(t, g, r, 0.3)
-		var shown []grader.TermError
-		shown = errs
-		return roleExample(tok, msgsFinal(t.En, rough, errorsJSON(shown)), finalAnswer(t.Ref))
+		if r.Float64() < mix.RoughNoise {
+			rough = corrupt(rough, r)
+		}
+		return roleExample(tok, msgsFinal(t.En, rough, errorsJSON(errs)), finalAnswer(t.Ref))
 	}
+}
+
+// warmMix sets the small model's warm-start mixture.
+type warmMix struct {
+	// FinalFrac is the fraction of agent-3 examples (the rest are agent 1's).
+	FinalFrac float64
+	// RoughNoise is the fraction of agent-3 examples whose rough translation
+	// is also corrupted (characters dropped or duplicated), so that agent 3
+	// learns to repair from the English rather than only copy.
+	RoughNoise float64
+}
+
+// corrupt drops or duplicates about 15% of the characters of s.
+func corrupt(s string, r *rand.Rand) string {
+	var b strings.Builder
+	for _, c := range s {
+		switch x := r.Float64(); {
+		case x < 0.08:
+		case x < 0.15:
+			b.WriteRune(c)
+			b.WriteRune(c)
+		default:
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
 }
 
 type modelSpec struct {
@@ -75,11 +101,11 @@ func (s modelSpec) config(vocab int) nn.LMConfig {
 
 // warmStart trains (or loads from the cache) one model on the train split.
 // It returns the LM and the mean loss of the last 20 steps (NaN when loaded).
-func warmStart(role string, spec modelSpec, steps, batch int, lr float64, seed uint64, tasks []task,
+func warmStart(role string, spec modelSpec, mix warmMix, steps, batch int, lr float64, seed uint64, tasks []task,
 	tok *tokenizer.Tokenizer, g *corpus.Glossary, cacheDir string, logf func(string, ...any)) (*nn.LM, float64, error) {
 	tj, _ := tok.MarshalJSON()
 	h := sha256.New()
-	fmt.Fprintf(h, "%s|%+v|%d|%d|%g|%d|%d|", role, spec, steps, batch, lr, seed, len(tasks))
+	fmt.Fprintf(h, "v2|%s|%+v|%+v|%d|%d|%g|%d|%d|", role, spec, mix, steps, batch, lr, seed, len(tasks))
 	h.Write(tj)
 	key := hex.EncodeToString(h.Sum(nil))[:16]
 	path := filepath.Join(cacheDir, fmt.Sprintf("warm-%s-%s.safetensors", role, key))
@@ -103,7 +129,7 @@ func warmStart(role string, spec modelSpec, steps, batch int, lr float64, seed u
 	for s := 0; s < steps; s++ {
 		b := make([]nn.SeqExample, 0, batch)
 		for len(b) < batch {
-			ex, err := warmExample(role, tasks[r.IntN(len(tasks))], tok, g, r)
+			ex, err := warmExample(role, tasks[r.IntN(len(tasks))], tok, g, r, mix)
 			if err != nil {
 				return nil, 0, err
 			}
