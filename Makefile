@@ -3,18 +3,43 @@
 #   make test   vet and test everything (what CI runs)
 GO      ?= go
 # Packages whose tests run under the race detector (the concurrent ones).
-RACE_PKGS ?= ./tensor/...
+RACE_PKGS ?= ./tensor/... ./rl/...
 
-.PHONY: all test vet demo bench bench-compare data clean
+.PHONY: all test vet demo bench bench-compare data clean test-cuda-build ptx
 
 all: test
 
 vet:
 	$(GO) vet ./...
 
-test: vet
+test: vet test-cuda-build
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race -short $(RACE_PKGS)
+
+# GPU backend (package cuda). Its driver-API code sits behind the build tag
+# troupecuda (not "cuda": Gorgonia's own files use that tag and then need
+# cuDNN). With the CUDA headers present (scripts/install-cuda.sh, which
+# .ci/run calls) this vets and builds the whole tree with the tag, links the
+# tagged test binaries (not run: without a GPU cu's init exits), and checks the
+# committed PTX with ptxas (the nvcc freshness test runs in go test ./...); otherwise it says
+# it skipped. CUDA_LDFLAGS points the linker at the libcuda stub.
+CUDA_TAG     ?= troupecuda
+CUDA_LDFLAGS ?= -L/usr/lib/x86_64-linux-gnu/stubs -L/usr/local/cuda/lib64/stubs
+test-cuda-build:
+	@if [ -f /usr/include/cuda.h ] || [ -f /usr/local/cuda/include/cuda.h ]; then \
+		set -e; echo "== cuda: vet, build and link with -tags $(CUDA_TAG)"; \
+		export CGO_LDFLAGS="$(CUDA_LDFLAGS)"; \
+		$(GO) vet -tags $(CUDA_TAG) ./...; \
+		$(GO) build -tags $(CUDA_TAG) ./...; \
+		d=$$(mktemp -d); $(GO) test -tags $(CUDA_TAG) -c -o $$d/ ./cuda ./benchmarks; rm -rf $$d; \
+		TROUPE_PTXAS=1 $(GO) test -count=1 -run '^TestPTXAssembles$$$$' ./cuda; \
+	else \
+		echo "skipped: CUDA headers not found (cuda.h): -tags $(CUDA_TAG) not vetted or built; scripts/install-cuda.sh installs them"; \
+	fi
+
+# Recompile the CUDA kernels (cuda/kernels/*.cu) to the committed PTX; needs nvcc.
+ptx:
+	bash scripts/ptx.sh
 
 demo:
 	$(GO) run ./cmd/demo
@@ -26,8 +51,10 @@ bench-compare:
 	bash benchmarks/compare/run.sh
 
 # Real data of examples/translation (pinned, sha256-verified, idempotent) into data/translation.
+# Real data of examples/finance-risk (pinned, sha256-verified, idempotent) into data/finance-risk.
 data:
 	bash examples/translation/fetch-data.sh
+	bash examples/finance-risk/fetch-data.sh
 
 clean:
 	rm -rf out bin

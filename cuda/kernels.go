@@ -26,7 +26,7 @@ type Module struct {
 // TestPTXEntries checks it against the embedded PTX.
 var modules = []Module{
 	{"attention", 70, []string{"attn_fwd_d64", "attn_fwd_d128", "attn_bwd_dot", "attn_bwd_d64", "attn_bwd_d128"}},
-	{"elementwise", 70, []string{"binary_bcast", "binary_same", "unary", "fill", "axpy", "gelu_fwd", "gelu_bwd"}},
+	{"elementwise", 70, []string{"binary_bcast", "binary_same", "unary", "fill", "axpy", "gelu_fwd", "gelu_bwd", "strided_copy"}},
 	{"embedding", 70, []string{"embedding_gather", "embedding_scatter_add"}},
 	{"gemm", 70, []string{"sgemm_nn", "sgemm_nt", "sgemm_tn", "sgemm_tt"}},
 	{"gemm_tf32", 80, []string{"tf32gemm_nn", "tf32gemm_nt", "tf32gemm_tn", "tf32gemm_tt"}},

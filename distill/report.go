@@ -26,10 +26,10 @@ func Surrogate(logits, grad *G.Node) (*G.Node, error) {
 
 // Report compares a teacher and its distilled student.
 type Report struct {
-	Metric                       string        // name of the quality metric (for example "AUC")
-	TeacherQuality, StudentQuality float64     // the metric for each
-	TeacherParams, StudentParams int           // parameter counts
-	TeacherTime, StudentTime     time.Duration // inference time per example
+	Metric                         string        // name of the quality metric (for example "AUC")
+	TeacherQuality, StudentQuality float64       // the metric for each
+	TeacherParams, StudentParams   int           // parameter counts
+	TeacherTime, StudentTime       time.Duration // inference time per example
 }
 
 // Retention is the student's quality as a fraction of the teacher's.

@@ -201,9 +201,9 @@ func (a *Attention) Fuse(embs []*G.Node, logits, mask *G.Node) (*Fused, error) {
 	w4 := must(G.Reshape(w, tensor.Shape{B, M, H, 1}))
 	ctx := must(G.Sum(must(G.BroadcastHadamardProd(v, w4, nil, []byte{3})), 1)) // (B, H, dk)
 	ctx = must(G.Reshape(ctx, tensor.Shape{B, D}))
-	wbar := must(G.Mean(w, 2))                                  // (B, M)
+	wbar := must(G.Mean(w, 2))                                                             // (B, M)
 	vote := must(G.Sum(must(G.HadamardProd(wbar, must(G.HadamardProd(logits, mask)))), 1)) // (B)
-	corr := must(G.BroadcastAdd(must(G.Mul(ctx, a.Wo)), a.Bo, nil, []byte{0}))   // (B, 1)
+	corr := must(G.BroadcastAdd(must(G.Mul(ctx, a.Wo)), a.Bo, nil, []byte{0}))             // (B, 1)
 	logit := vote
 	if !a.cfg.VoteOnly {
 		logit = must(G.Add(vote, must(G.Reshape(corr, tensor.Shape{B}))))

@@ -274,3 +274,33 @@ func ExampleRoles() {
 	// 0 optimizer -> explorer
 	// 2 optimizer -> validator
 }
+
+func ExampleAttention() {
+	// Fuse two members for a batch of 2 examples; member 1 is missing for
+	// example 1.
+	g := G.NewGraph()
+	att := NewAttention(g, AttentionConfig{EmbDims: []int{3, 2}, Dim: 4, Heads: 2, Seed: 1})
+	e0 := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("e0"),
+		G.WithValue(tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float32{1, 0, -1, 0.5, 0.5, 0}))))
+	e1 := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 2), G.WithName("e1"),
+		G.WithValue(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{0.2, -0.3, 9, 9}))))
+	logits := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 2), G.WithName("z"),
+		G.WithValue(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1.5, -0.5, 2, 100}))))
+	mask := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 2), G.WithName("mask"),
+		G.WithValue(tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 1, 1, 0}))))
+	fused, err := att.Fuse([]*G.Node{e0, e1}, logits, mask)
+	if err != nil {
+		panic(err)
+	}
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		panic(err)
+	}
+	w := fused.Weights.Value().Data().([]float32) // (example, member, head)
+	fmt.Printf("example 1, member 1 (missing): weights %.1f %.1f\n", w[6], w[7])
+	fmt.Printf("example 1 weights sum per head: %.1f %.1f\n", w[4]+w[6], w[5]+w[7])
+	// Output:
+	// example 1, member 1 (missing): weights 0.0 0.0
+	// example 1 weights sum per head: 1.0 1.0
+}

@@ -95,19 +95,25 @@ func (a *attnCore) forward(qs, ks, vs, y []float32, ldy int) {
 		pb, sb := a.p[b*H*tq*tk:(b+1)*H*tq*tk], a.dp
 		kern.GemmBatched(false, true, H, tq, tk, dh, a.scale,
 			qs[b*tq*a.ldq+a.qo:], a.ldq, dh, ks[b*tk*a.ldk+a.ko:], a.ldk, dh, 0, sb, tk, tq*tk)
+		// Softmax over the unmasked prefix of each row only (half of the
+		// scores under a causal mask); masked probabilities are 0.
 		for hh := 0; hh < H; hh++ {
 			for i := 0; i < tq; i++ {
-				row := sb[(hh*tq+i)*tk : (hh*tq+i+1)*tk]
+				o := (hh*tq + i) * tk
 				lim := a.lens[b]
 				if a.causal {
 					lim = min(lim, i+1)
 				}
-				for j := lim; j < tk; j++ {
-					row[j] = maskedScore
+				if lim == 0 { // fully masked row: uniform, as softmax of equal scores
+					for j := 0; j < tk; j++ {
+						pb[o+j] = 1 / float32(tk)
+					}
+					continue
 				}
+				kern.SoftmaxRows(pb[o:o+lim], sb[o:o+lim], 1, lim)
+				zero(pb[o+lim : o+tk])
 			}
 		}
-		kern.SoftmaxRows(pb, sb, H*tq, tk)
 		kern.GemmBatched(false, false, H, tq, dh, tk, 1, pb, tk, tq*tk,
 			vs[b*tk*a.ldv+a.vo:], a.ldv, dh, 0, y[b*tq*ldy:], ldy, dh)
 	}
@@ -218,6 +224,7 @@ func SelfAttentionOp(qkv, lengths *G.Node, cfg AttentionOpConfig) *G.Node {
 			}
 		}
 	}
+	k.full = true
 	return applyFused(k, ts.Shape{B, T, D}, inputs...)
 }
 
@@ -255,5 +262,6 @@ func CrossAttentionOp(q, kv, lengths *G.Node, cfg AttentionOpConfig) *G.Node {
 	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
 		a.backward(v[0], v[1], v[1], dy, D, g[0], D, 0, g[1], 2*D, 0, g[1], 2*D, D)
 	}
+	k.full = true
 	return applyFused(k, ts.Shape{B, Tq, D}, inputs...)
 }

@@ -94,7 +94,8 @@ func (o *baseOp) Hashcode() uint32 {
 }
 func (o *baseOp) String() string { return o.name }
 
-// kernel describes one fused op: fwd computes out from the inputs; bwd
+// kernel describes one fused op: fwd computes out from the inputs (writing
+// every element: out holds the previous run's values); bwd
 // writes the gradient of each differentiable input into grads[i] (zeroed
 // beforehand; nil for the others) given the inputs, the forward output and
 // the upstream gradient dy.
@@ -103,12 +104,35 @@ type kernel struct {
 	diff []bool
 	fwd  func(in [][]float32, out []float32) error
 	bwd  func(in [][]float32, out, dy []float32, grads [][]float32)
+	// each, when set, replaces bwd for ops whose input gradients are
+	// independent: each[i] writes the gradient of input i into g (zeroed
+	// beforehand), and SymDiff adds one gradient op per input, with no
+	// packing.
+	each []func(in [][]float32, out, dy, g []float32)
+	// full marks backward closures that write every element of their
+	// gradients, so the buffers need not be zeroed first.
+	full bool
 }
 
 type fusedOp struct {
 	baseOp
 	k       *kernel
 	inShape []ts.Shape
+	ret     *ts.Dense
+}
+
+// Output buffers. Each op instance allocates its output once and rewrites
+// it on every run. This is safe under Gorgonia's TapeMachine: Reset clears
+// every register between runs, so at the start of a run no register holds
+// the buffer; within a run, Gorgonia may hand the buffer (as a preallocated
+// register value) to a later node only after the op's own value is dead,
+// and the op runs once per run.
+
+func cached(ret **ts.Dense, shape ts.Shape) *ts.Dense {
+	if *ret == nil {
+		*ret = newDense(shape)
+	}
+	return *ret
 }
 
 // applyFused adds the op described by k to the graph of inputs[0].
@@ -124,11 +148,18 @@ func applyFused(k *kernel, out ts.Shape, inputs ...*G.Node) *G.Node {
 }
 
 func (o *fusedOp) Do(vals ...G.Value) (G.Value, error) {
+	return o.doInto(cached(&o.ret, o.shape), vals)
+}
+
+// UsePreallocDo implements G.UsePreallocDoer; the op writes into its own
+// buffer, not the register's.
+func (o *fusedOp) UsePreallocDo(_ G.Value, vals ...G.Value) (G.Value, error) { return o.Do(vals...) }
+
+func (o *fusedOp) doInto(ret *ts.Dense, vals []G.Value) (G.Value, error) {
 	in := make([][]float32, len(vals))
 	for i, v := range vals {
 		in[i] = f32s(v)
 	}
-	ret := newDense(o.shape)
 	if err := o.k.fwd(in, f32s(ret)); err != nil {
 		return nil, fmt.Errorf("nn: %s: %w", o.name, err)
 	}
@@ -146,6 +177,17 @@ func (o *fusedOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	}
 	args := append(append(G.Nodes{}, inputs...), output, grad)
 	ret := make(G.Nodes, len(inputs))
+	if o.k.each != nil {
+		for _, i := range idx {
+			g := &gradOp{baseOp: newBase(fmt.Sprintf("%sGrad%d", o.name, i), args, o.inShape[i]), fwd: o, idx: []int{i}, one: true}
+			n, err := G.ApplyOp(g, args...)
+			if err != nil {
+				return nil, err
+			}
+			ret[i] = n
+		}
+		return ret, nil
+	}
 	if len(idx) == 1 {
 		g := &gradOp{baseOp: newBase(o.name+"Grad", args, o.inShape[idx[0]]), fwd: o, idx: idx}
 		n, err := G.ApplyOp(g, args...)
@@ -181,17 +223,33 @@ type gradOp struct {
 	baseOp
 	fwd *fusedOp
 	idx []int
+	one bool // runs k.each[idx[0]]
+	ret *ts.Dense
 }
 
 func (o *gradOp) Do(vals ...G.Value) (G.Value, error) {
+	ret := cached(&o.ret, o.shape)
+	if !o.fwd.k.full {
+		zero(f32s(ret))
+	}
+	return o.doInto(ret, vals)
+}
+
+// UsePreallocDo implements G.UsePreallocDoer (see fusedOp.UsePreallocDo).
+func (o *gradOp) UsePreallocDo(_ G.Value, vals ...G.Value) (G.Value, error) { return o.Do(vals...) }
+
+func (o *gradOp) doInto(ret *ts.Dense, vals []G.Value) (G.Value, error) {
 	n := len(o.fwd.inShape)
 	in := make([][]float32, n)
 	for i := 0; i < n; i++ {
 		in[i] = f32s(vals[i])
 	}
 	out, dy := f32s(vals[n]), f32s(vals[n+1])
-	ret := newDense(o.shape)
 	buf := f32s(ret)
+	if o.one {
+		o.fwd.k.each[o.idx[0]](in, out, dy, buf)
+		return ret, nil
+	}
 	grads := make([][]float32, n)
 	off := 0
 	for _, i := range o.idx {
@@ -208,10 +266,14 @@ func (o *gradOp) Do(vals ...G.Value) (G.Value, error) {
 type segmentOp struct {
 	baseOp
 	off, n int
+	ret    *ts.Dense
 }
 
+// UsePreallocDo implements G.UsePreallocDoer (see fusedOp.UsePreallocDo).
+func (o *segmentOp) UsePreallocDo(_ G.Value, vals ...G.Value) (G.Value, error) { return o.Do(vals...) }
+
 func (o *segmentOp) Do(vals ...G.Value) (G.Value, error) {
-	ret := newDense(o.shape)
+	ret := cached(&o.ret, o.shape)
 	copy(f32s(ret), f32s(vals[0])[o.off:o.off+o.n])
 	return ret, nil
 }

@@ -46,19 +46,21 @@ func LinearOp(x, w, b *G.Node) *G.Node {
 		kern.Gemm(false, false, rows, out, in, 1, v[0], in, v[1], out, beta, y, out)
 		return nil
 	}
-	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
-		if g[0] != nil {
-			kern.Gemm(false, true, rows, in, out, 1, dy, out, v[1], out, 0, g[0], in)
-		}
-		if g[1] != nil {
-			kern.Gemm(true, false, in, out, rows, 1, v[0], in, dy, out, 0, g[1], out)
-		}
-		if b != nil && g[2] != nil {
-			for r := 0; r < rows; r++ {
-				kern.Axpy(1, dy[r*out:(r+1)*out], g[2])
+	k.each = []func(v [][]float32, _, dy, g []float32){
+		func(v [][]float32, _, dy, g []float32) {
+			kern.Gemm(false, true, rows, in, out, 1, dy, out, v[1], out, 0, g, in)
+		},
+		func(v [][]float32, _, dy, g []float32) {
+			kern.Gemm(true, false, in, out, rows, 1, v[0], in, dy, out, 0, g, out)
+		},
+		func(v [][]float32, _, dy, g []float32) {
+			copy(g, dy[:out])
+			for r := 1; r < rows; r++ {
+				kern.Axpy(1, dy[r*out:(r+1)*out], g)
 			}
-		}
+		},
 	}
+	k.full = true
 	return applyFused(k, os, inputs...)
 }
 
@@ -116,16 +118,41 @@ func LayerNormOp(x, gamma, beta *G.Node, eps float32) *G.Node {
 		return nil
 	}
 	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		zero(g[1])
+		zero(g[2])
 		kern.LayerNormBackwardRows(g[0], g[1], g[2], dy, v[0], mean, rstd, v[1], rows, cols)
 	}
+	k.full = true
 	return applyFused(k, x.Shape(), x, gamma, beta)
 }
 
-// GELUOp applies the tanh approximation of GELU (Hendrycks & Gimpel 2016).
+// GELUOp applies the tanh approximation of GELU (Hendrycks & Gimpel 2016),
+// gelu(x) = ½x(1 + tanh u) = x·σ(2u), u = √(2/π)(x + 0.044715x³). The
+// forward saves σ(2u) (tensor.VecSigmoid), so the backward,
+// gelu'(x) = σ + x·σ(1−σ)·2√(2/π)(1 + 3·0.044715x²), needs no
+// transcendental function.
 func GELUOp(x *G.Node) *G.Node {
+	const k0, k1 = 0.7978845608028654, 0.044715
+	n := x.Shape().TotalSize()
+	sig := make([]float32, n)
 	k := &kernel{name: "GELU", diff: []bool{true}}
-	k.fwd = func(v [][]float32, y []float32) error { kern.GELU(y, v[0]); return nil }
-	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) { kern.GELUBackward(g[0], dy, v[0]) }
+	k.fwd = func(v [][]float32, y []float32) error {
+		for i, xv := range v[0] {
+			y[i] = 2 * k0 * (xv + k1*xv*xv*xv)
+		}
+		kern.VecSigmoid(sig, y)
+		kern.VecMul(y, v[0], sig)
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		dx := g[0][:len(dy)]
+		xs, ss := v[0][:len(dy)], sig[:len(dy)]
+		for i, d := range dy {
+			xv, s := xs[i], ss[i]
+			dx[i] = d * (s + xv*s*(1-s)*(2*k0)*(1+3*k1*xv*xv))
+		}
+	}
+	k.full = true
 	return applyFused(k, x.Shape(), x)
 }
 
@@ -170,6 +197,7 @@ func LogSoftmaxGatherOp(logits, targets *G.Node) *G.Node {
 			row[int(t)] += d
 		}
 	}
+	k.full = true
 	return applyFused(k, targets.Shape(), logits, targets)
 }
 
@@ -222,6 +250,7 @@ func CrossEntropyOp(logits, targets *G.Node) *G.Node {
 			row[int(t)] -= d
 		}
 	}
+	k.full = true
 	return applyFused(k, ts.ScalarShape(), logits, targets)
 }
 
@@ -269,6 +298,7 @@ func KLDivergenceOp(p, q *G.Node) *G.Node {
 			}
 		}
 	}
+	k.full = true
 	return applyFused(k, ts.ScalarShape(), p, q)
 }
 
@@ -319,6 +349,7 @@ func MeanPoolOp(x *G.Node) *G.Node {
 	k := &kernel{name: "MeanPool", diff: []bool{true}}
 	inv := 1 / float32(t)
 	k.fwd = func(v [][]float32, y []float32) error {
+		zero(y)
 		for i := 0; i < b; i++ {
 			for j := 0; j < t; j++ {
 				kern.Axpy(inv, v[0][(i*t+j)*d:(i*t+j+1)*d], y[i*d:(i+1)*d])
@@ -442,12 +473,12 @@ func TimeStackOp(xs ...*G.Node) *G.Node {
 		}
 		return nil
 	}
-	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
-		for t := 0; t < T; t++ {
+	for t := 0; t < T; t++ {
+		k.each = append(k.each, func(_ [][]float32, _, dy, g []float32) {
 			for i := 0; i < b; i++ {
-				copy(g[t][i*c:(i+1)*c], dy[(i*T+t)*c:(i*T+t+1)*c])
+				copy(g[i*c:(i+1)*c], dy[(i*T+t)*c:(i*T+t+1)*c])
 			}
-		}
+		})
 	}
 	return applyFused(k, ts.Shape{b, T, c}, xs...)
 }
@@ -533,6 +564,7 @@ func LSTMCellOp(z, cPrev, hPrev, mask *G.Node) *G.Node {
 			}
 		}
 	}
+	k.full = true
 	return applyFused(k, ts.Shape{b, 2 * h}, inputs...)
 }
 
@@ -543,13 +575,11 @@ func AddOp(x, y *G.Node) *G.Node {
 	}
 	k := &kernel{name: "Add", diff: []bool{true, true}}
 	k.fwd = func(v [][]float32, out []float32) error {
-		copy(out, v[0])
-		kern.Axpy(1, v[1], out)
+		kern.VecAdd(out, v[0], v[1])
 		return nil
 	}
-	k.bwd = func(_ [][]float32, _, dy []float32, g [][]float32) {
-		copy(g[0], dy)
-		copy(g[1], dy)
-	}
+	cp := func(_ [][]float32, _, dy, g []float32) { copy(g, dy) }
+	k.each = []func(v [][]float32, _, dy, g []float32){cp, cp}
+	k.full = true
 	return applyFused(k, x.Shape(), x, y)
 }

@@ -8,6 +8,14 @@ import (
 // GRPOConfig configures Group Relative Policy Optimization.
 type GRPOConfig struct {
 	Schedule
+	// EntropyCoef c adds an entropy bonus estimated from the sampled
+	// actions: the per-token term (c/2)(log π(a) − b)², b the batch mean of
+	// the behaviour log-probs, has gradient c(log π(a) − b)∇log π(a), an
+	// unbiased on-policy estimate of −c∇H(π) (the score-function form of
+	// the entropy bonus of Mnih et al. 2016 / Schulman et al. 2017). It
+	// keeps policies from collapsing onto a wrong action before it is
+	// explored (0: off).
+	EntropyCoef float64
 	// ClipEps is the PPO clip range ε of the importance ratio (default 0.2).
 	ClipEps float64
 	// ClipEpsHigh is the upper clip range (default ClipEps); a larger value
@@ -122,6 +130,7 @@ func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
 		clipLow: g.cfg.ClipEps, clipHigh: g.cfg.ClipEpsHigh,
 		klCoef: g.cfg.KLCoef, agg: g.cfg.Aggregation,
 	}
+	sp.withEntropy(g.cfg.EntropyCoef)
 	if g.cfg.Ref != nil {
 		ref, err := g.cfg.Ref.LogProbs(pr.samples)
 		if err != nil {
@@ -142,6 +151,14 @@ func sortedCopy(x []int) []int {
 // PPOConfig configures Proximal Policy Optimization with a value head.
 type PPOConfig struct {
 	Schedule
+	// EntropyCoef c adds an entropy bonus estimated from the sampled
+	// actions: the per-token term (c/2)(log π(a) − b)², b the batch mean of
+	// the behaviour log-probs, has gradient c(log π(a) − b)∇log π(a), an
+	// unbiased on-policy estimate of −c∇H(π) (the score-function form of
+	// the entropy bonus of Mnih et al. 2016 / Schulman et al. 2017). It
+	// keeps policies from collapsing onto a wrong action before it is
+	// explored (0: off).
+	EntropyCoef float64
 	// ClipEps is the clip range of the importance ratio (default 0.2).
 	ClipEps float64
 	// Gamma is the discount (default 0.99) and Lambda the GAE λ
@@ -275,6 +292,7 @@ func (pp *PPO) Update(p Policy, batch []Sample) (Stats, error) {
 		klCoef: pp.cfg.KLCoef, agg: pp.cfg.Aggregation,
 		returns: rets, oldValue: olds, vclip: pp.cfg.ValueClip, vcoef: pp.cfg.ValueCoef,
 	}
+	sp.withEntropy(pp.cfg.EntropyCoef)
 	if pp.cfg.Ref != nil {
 		ref, err := pp.cfg.Ref.LogProbs(pr.samples)
 		if err != nil {
@@ -325,6 +343,14 @@ func evalValues(p Policy, samples []Sample) ([][]float32, error) {
 // REINFORCEConfig configures REINFORCE with a moving-average baseline.
 type REINFORCEConfig struct {
 	Schedule
+	// EntropyCoef c adds an entropy bonus estimated from the sampled
+	// actions: the per-token term (c/2)(log π(a) − b)², b the batch mean of
+	// the behaviour log-probs, has gradient c(log π(a) − b)∇log π(a), an
+	// unbiased on-policy estimate of −c∇H(π) (the score-function form of
+	// the entropy bonus of Mnih et al. 2016 / Schulman et al. 2017). It
+	// keeps policies from collapsing onto a wrong action before it is
+	// explored (0: off).
+	EntropyCoef float64
 	// BaselineDecay d of the baseline b ← d·b + (1−d)·mean(r) (default 0.9).
 	BaselineDecay float64
 	// NoBaseline uses the raw reward as advantage.
@@ -397,6 +423,7 @@ func (r *REINFORCE) Update(p Policy, batch []Sample) (Stats, error) {
 	st.Staleness = pr.stale
 	rewardStats(&st, pr.samples, adv)
 	sp := &pgSpec{obj: weightedPG, adv: broadcast(pr.samples, adv), old: pr.old, truncIS: r.cfg.TruncIS, agg: r.cfg.Aggregation}
+	sp.withEntropy(r.cfg.EntropyCoef)
 	err = run(p, pr, sp, r.cfg.Schedule, &st)
 	return st, err
 }
@@ -404,6 +431,14 @@ func (r *REINFORCE) Update(p Policy, batch []Sample) (Stats, error) {
 // RLOOConfig configures REINFORCE Leave-One-Out.
 type RLOOConfig struct {
 	Schedule
+	// EntropyCoef c adds an entropy bonus estimated from the sampled
+	// actions: the per-token term (c/2)(log π(a) − b)², b the batch mean of
+	// the behaviour log-probs, has gradient c(log π(a) − b)∇log π(a), an
+	// unbiased on-policy estimate of −c∇H(π) (the score-function form of
+	// the entropy bonus of Mnih et al. 2016 / Schulman et al. 2017). It
+	// keeps policies from collapsing onto a wrong action before it is
+	// explored (0: off).
+	EntropyCoef float64
 	// TruncIS caps the importance weight of off-policy samples (default 2).
 	TruncIS float64
 	// Aggregation of the token terms (default SeqSum).
@@ -477,6 +512,7 @@ func (r *RLOO) Update(p Policy, batch []Sample) (Stats, error) {
 	st.Staleness = pr.stale
 	rewardStats(&st, pr.samples, adv)
 	sp := &pgSpec{obj: weightedPG, adv: broadcast(pr.samples, adv), old: pr.old, truncIS: r.cfg.TruncIS, agg: r.cfg.Aggregation}
+	sp.withEntropy(r.cfg.EntropyCoef)
 	err = run(p, pr, sp, r.cfg.Schedule, &st)
 	return st, err
 }

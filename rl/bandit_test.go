@@ -2,6 +2,7 @@ package rl_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -259,5 +260,32 @@ func TestPPOCorridor(t *testing.T) {
 	t.Logf("success rate %.3f → %.3f; min π(right|cell) %.3f", before, after, right)
 	if after < 0.95 || right < 0.9 {
 		t.Errorf("PPO did not learn the corridor: success %.3f, min π(right) %.3f", after, right)
+	}
+}
+
+// TestEntropyBonus: with an entropy bonus the policy stays more stochastic
+// than without, on the same bandit and seed.
+func TestEntropyBonus(t *testing.T) {
+	run := func(c float64) float64 {
+		rng := rand.New(rand.NewPCG(8, 8))
+		p := policies.NewSoftmax(policies.SoftmaxConfig{In: 1, Actions: 8, LR: 0.05, Seed: 1})
+		tr := rl.NewGRPO(rl.GRPOConfig{EntropyCoef: c})
+		for it := 0; it < 100; it++ {
+			if _, err := tr.Update(p, multiArmed.collect(p, rng, it, 4, 8)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var h float64
+		for _, q := range p.Probs(nil, []float32{1}) {
+			if q > 0 {
+				h -= q * math.Log(q)
+			}
+		}
+		return h
+	}
+	h0, h1 := run(0), run(0.5)
+	t.Logf("entropy after training: %.3f without bonus, %.3f with c=0.5", h0, h1)
+	if !(h1 > h0+0.2) {
+		t.Errorf("entropy bonus did not keep the policy stochastic: %.3f vs %.3f", h1, h0)
 	}
 }

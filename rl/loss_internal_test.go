@@ -16,8 +16,10 @@ func TestLossGradientFiniteDifference(t *testing.T) {
 		sp   pgSpec
 	}{
 		{"clipped/seq-mean/kl", pgSpec{obj: clippedSurrogate, clipLow: 0.2, clipHigh: 0.28, klCoef: 0.1, agg: SeqMean}},
+		{"clipped/seq-mean/entropy", pgSpec{obj: clippedSurrogate, clipLow: 0.2, clipHigh: 0.2, entCoef: 0.3, entBase: -1.1, agg: SeqMean}},
 		{"clipped/token-mean/value", pgSpec{obj: clippedSurrogate, clipLow: 0.2, clipHigh: 0.2, agg: TokenMean, vclip: 0.2, vcoef: 0.5}},
 		{"weighted/seq-sum", pgSpec{obj: weightedPG, truncIS: 2, agg: SeqSum}},
+		{"weighted/seq-sum/entropy", pgSpec{obj: weightedPG, truncIS: 2, entCoef: 0.2, entBase: -0.7, agg: SeqSum}},
 		{"weighted/token-mean/kl", pgSpec{obj: weightedPG, truncIS: 1.5, klCoef: 0.3, agg: TokenMean}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

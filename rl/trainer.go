@@ -256,6 +256,8 @@ type pgSpec struct {
 	clipHigh float64
 	truncIS  float64 // weightedPG: cap on the importance weight (0: 1 is used on-policy, ratio uncapped otherwise)
 	klCoef   float64
+	entCoef  float64 // entropy bonus coefficient c
+	entBase  float64 // b: mean behaviour log-prob of the batch
 	agg      Aggregation
 
 	// value loss (PPO)
@@ -350,6 +352,14 @@ func (sp *pgSpec) lossFor(idx []int) (LossFunc, *mbStats) {
 					}
 				}
 				pol += w * term
+				if sp.entCoef != 0 {
+					// entropy bonus: (c/2)(log π − b)², whose gradient
+					// c(log π − b)∇log π is the score-function estimate of
+					// −c∇H on-policy (b a constant baseline).
+					e := l - sp.entBase
+					term += 0.5 * sp.entCoef * e * e
+					g += sp.entCoef * e
+				}
 				if sp.ref != nil {
 					dd := float64(sp.ref[i][t]) - l
 					e := math.Exp(dd)
@@ -449,6 +459,23 @@ func run(p Policy, pr *prepared, sp *pgSpec, sch Schedule, s *Stats) error {
 	s.Ratio /= k
 	s.GradNorm /= k
 	return nil
+}
+
+// withEntropy sets the entropy bonus coefficient and its baseline.
+func (sp *pgSpec) withEntropy(c float64) *pgSpec {
+	if c == 0 {
+		return sp
+	}
+	var sum float64
+	n := 0
+	for _, o := range sp.old {
+		for _, l := range o {
+			sum += float64(l)
+			n++
+		}
+	}
+	sp.entCoef, sp.entBase = c, sum/float64(max(n, 1))
+	return sp
 }
 
 // broadcast gives every token of sample i the advantage adv[i].

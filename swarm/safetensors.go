@@ -112,8 +112,8 @@ func readSafetensors(r io.Reader) (map[string]string, map[string]stTensor, error
 		}
 		numel := 1
 		for _, d := range e.Shape {
-			if d < 0 {
-				return nil, nil, fmt.Errorf("safetensors tensor %q: negative dimension", name)
+			if d < 0 || (d > 0 && numel > (1<<40)/d) {
+				return nil, nil, fmt.Errorf("safetensors tensor %q: bad shape %v", name, e.Shape)
 			}
 			numel *= d
 		}

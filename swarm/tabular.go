@@ -43,8 +43,8 @@ type TabularConfig struct {
 // Presets are the tabular model sizes the command line knows.
 var Presets = map[string]TabularConfig{
 	"tiny":   {Name: "tiny", Order: 1, Optimizer: "sgd", LR: 20, MaxGradNorm: 0, InitScale: 0.01, Seed: 1},
-	"small":  {Name: "small", Order: 1, Optimizer: "adam", LR: 0.2, MaxGradNorm: 1, InitScale: 0.01, Seed: 2},
-	"medium": {Name: "medium", Order: 2, Rows: 1024, Optimizer: "adam", LR: 0.2, MaxGradNorm: 1, InitScale: 0.01, Seed: 3},
+	"small":  {Name: "small", Order: 1, Optimizer: "adam", LR: 0.5, MaxGradNorm: 1, InitScale: 0.01, Seed: 2},
+	"medium": {Name: "medium", Order: 2, Rows: 1024, Optimizer: "adam", LR: 0.5, MaxGradNorm: 1, InitScale: 0.01, Seed: 3},
 }
 
 // TabularPolicy is a byte-level softmax policy whose logits are a table
@@ -415,18 +415,19 @@ func topK(ls []float64, k int) []TokenLogProb {
 
 // TabularModel serves a TabularPolicy through the Model interface with a
 // byte-level chat template "<|role|>content\n" ... "<|assistant|>", and
-// trains it with a Trainer (GRPO by default).
+// trains it with an rl.Trainer (rl.GRPO by default; one Update with the
+// default schedule is one optimizer step).
 type TabularModel struct {
 	Policy  *TabularPolicy
-	Trainer Trainer
+	Trainer rl.Trainer
 }
 
 var _ Model = (*TabularModel)(nil)
 
 // NewTabularModel returns a model of the given configuration trained by
-// GRPO with PPO clipping 0.2.
+// rl.GRPO (clip 0.2, one step per Update, no KL term).
 func NewTabularModel(cfg TabularConfig) *TabularModel {
-	return &TabularModel{Policy: NewTabularPolicy(cfg), Trainer: &GRPO{Clip: 0.2}}
+	return &TabularModel{Policy: NewTabularPolicy(cfg), Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})}
 }
 
 // NewPresetModel returns the tabular model of a named preset.
@@ -503,7 +504,8 @@ func (m *TabularModel) Generate(ctx context.Context, prompts [][]int, opts Gener
 
 // Train implements Model.
 func (m *TabularModel) Train(batch []rl.Sample) (map[string]float64, error) {
-	return m.Trainer.Update(m.Policy, batch)
+	st, err := m.Trainer.Update(m.Policy, batch)
+	return st.Map(), err
 }
 
 // Version implements Model.

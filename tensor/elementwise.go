@@ -158,7 +158,7 @@ func VecExp(dst, src []float32) {
 	kSameLen("VecExp", "(dst, src)", len(dst), len(src))
 	src = src[:len(dst)]
 	if kUseAVX2 && len(dst) >= 8 {
-		expShiftSumAVX2(dst, src, 0)
+		kExpShiftSum(dst, src, 0)
 		k := len(dst) &^ 7
 		dst, src = dst[k:], src[k:]
 	}
@@ -215,6 +215,11 @@ func TanhBackward(dx, dy, y []float32) {
 func VecSigmoid(dst, src []float32) {
 	kSameLen("VecSigmoid", "(dst, src)", len(dst), len(src))
 	src = src[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		kSigmoidVec(dst, src)
+		k := len(dst) &^ 7
+		dst, src = dst[k:], src[k:]
+	}
 	for i, x := range src {
 		x = -x
 		y := min(max(x, exp32Lo), exp32Hi)

@@ -20,7 +20,7 @@ const (
 func kGELUChunk(dst, src []float32) {
 	src = src[:len(dst)]
 	if kUseAVX2 && len(dst) >= 8 {
-		geluAVX2(dst, src)
+		kGELUVec(dst, src)
 		k := len(dst) &^ 7
 		dst, src = dst[k:], src[k:]
 	}
@@ -43,7 +43,7 @@ func kGELUChunk(dst, src []float32) {
 func kGELUBackwardChunk(dx, dy, x []float32) {
 	dy, x = dy[:len(dx)], x[:len(dx)]
 	if kUseAVX2 && len(dx) >= 8 {
-		geluBackwardAVX2(dx, dy, x)
+		kGELUBackwardVec(dx, dy, x)
 		k := len(dx) &^ 7
 		dx, dy, x = dx[k:], dy[k:], x[k:]
 	}

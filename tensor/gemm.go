@@ -115,6 +115,9 @@ type gemmKernel struct {
 	name       string
 	mr, nr     int // register tile of C
 	mc, kc, nc int // cache blocks: A block mc×kc, B block kc×nc
+	// aOuter runs the micro-tiles of a block row by row (the A micro-panel
+	// stays in L1 while B streams from L2) instead of column by column.
+	aOuter bool
 	// fn computes C[0:mr,0:nr] = alpha·Ap·Bp + beta·C from packed panels.
 	fn   func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 	pool sync.Pool // *gemmBuf
@@ -230,7 +233,6 @@ func gemmSerial(kern *gemmKernel, transA, transB bool, m, n, k int, alpha float3
 	buf := kern.getBuf()
 	defer kern.pool.Put(buf)
 	mr, nr := kern.mr, kern.nr
-	tmp := buf.tmp
 	for jc := 0; jc < n; jc += kern.nc {
 		nb := min(kern.nc, n-jc)
 		for pc := 0; pc < k; pc += kern.kc {
@@ -243,34 +245,51 @@ func gemmSerial(kern *gemmKernel, transA, transB bool, m, n, k int, alpha float3
 			for ic := 0; ic < m; ic += kern.mc {
 				mb := min(kern.mc, m-ic)
 				packA(buf.a, transA, a, lda, ic, pc, mb, kb, mr)
-				for jr := 0; jr < nb; jr += nr {
-					nrr := min(nr, nb-jr)
-					bp := &buf.b[jr*kb]
-					for ir := 0; ir < mb; ir += mr {
-						mrr := min(mr, mb-ir)
-						ap := &buf.a[ir*kb]
-						ci := (ic+ir)*ldc + jc + jr
-						if mrr == mr && nrr == nr {
-							kern.fn(kb, ap, bp, &c[ci], ldc, alpha, betaP)
-							continue
-						}
-						// Edge tile: compute the full tile into tmp, then
-						// merge the valid part into C.
-						kern.fn(kb, ap, bp, &tmp[0], nr, alpha, 0)
-						for i := 0; i < mrr; i++ {
-							row := c[ci+i*ldc : ci+i*ldc+nrr]
-							t := tmp[i*nr : i*nr+nrr]
-							if betaP == 0 {
-								copy(row, t)
-							} else {
-								for j := range row {
-									row[j] = t[j] + betaP*row[j]
-								}
-							}
-						}
-					}
+				macroKernel(kern, buf, mb, nb, kb, alpha, betaP, c[ic*ldc+jc:], ldc)
+			}
+		}
+	}
+}
+
+// macroKernel runs the micro-kernel over the packed mb×kb block of A and
+// kb×nb block of B, updating the mb×nb block of C at c.
+func macroKernel(kern *gemmKernel, buf *gemmBuf, mb, nb, kb int, alpha, beta float32, c []float32, ldc int) {
+	mr, nr := kern.mr, kern.nr
+	tmp := buf.tmp
+	tile := func(ir, jr int) {
+		mrr, nrr := min(mr, mb-ir), min(nr, nb-jr)
+		ap, bp := &buf.a[ir*kb], &buf.b[jr*kb]
+		ci := ir*ldc + jr
+		if mrr == mr && nrr == nr {
+			kern.fn(kb, ap, bp, &c[ci], ldc, alpha, beta)
+			return
+		}
+		// Edge tile: compute the full tile into tmp, then merge the valid
+		// part into C.
+		kern.fn(kb, ap, bp, &tmp[0], nr, alpha, 0)
+		for i := 0; i < mrr; i++ {
+			row := c[ci+i*ldc : ci+i*ldc+nrr]
+			t := tmp[i*nr : i*nr+nrr]
+			if beta == 0 {
+				copy(row, t)
+			} else {
+				for j := range row {
+					row[j] = t[j] + beta*row[j]
 				}
 			}
+		}
+	}
+	if kern.aOuter {
+		for ir := 0; ir < mb; ir += mr {
+			for jr := 0; jr < nb; jr += nr {
+				tile(ir, jr)
+			}
+		}
+		return
+	}
+	for jr := 0; jr < nb; jr += nr {
+		for ir := 0; ir < mb; ir += mr {
+			tile(ir, jr)
 		}
 	}
 }
@@ -301,37 +320,12 @@ func packA(dst []float32, transA bool, a []float32, lda, i0, p0, mb, kb, mr int)
 		panel := dst[ir*kb : ir*kb+mr*kb]
 		if transA {
 			// op(A)[i, p] = a[p*lda+i]: each step is a contiguous run.
-			for p := 0; p < kb; p++ {
-				src := a[(p0+p)*lda+i0+ir:]
-				d := panel[p*mr : p*mr+mr]
-				copy(d, src[:mrr])
-				clear(d[mrr:])
-			}
-			continue
-		}
-		// op(A)[i, p] = a[i*lda+p]: transpose rows into the panel, four
-		// rows at a time.
-		r := 0
-		for ; r+4 <= mrr; r += 4 {
-			s0 := a[(i0+ir+r)*lda+p0:][:kb]
-			s1 := a[(i0+ir+r+1)*lda+p0:][:kb]
-			s2 := a[(i0+ir+r+2)*lda+p0:][:kb]
-			s3 := a[(i0+ir+r+3)*lda+p0:][:kb]
-			for p := range kb {
-				d := panel[p*mr+r : p*mr+r+4]
-				d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
-			}
-		}
-		for ; r < mrr; r++ {
-			s := a[(i0+ir+r)*lda+p0:][:kb]
-			for p, v := range s {
-				panel[p*mr+r] = v
-			}
-		}
-		if mrr < mr {
-			for p := 0; p < kb; p++ {
-				clear(panel[p*mr+mrr : p*mr+mr])
-			}
+			off := (p0)*lda + i0 + ir
+			packRuns(panel, a[off:off+(kb-1)*lda+mrr], lda, mrr, mr, kb)
+		} else {
+			// op(A)[i, p] = a[i*lda+p]: transpose rows into the panel.
+			off := (i0+ir)*lda + p0
+			packTranspose(panel, a[off:off+(mrr-1)*lda+kb], lda, mrr, mr, kb)
 		}
 	}
 }
@@ -345,36 +339,79 @@ func packB(dst []float32, transB bool, b []float32, ldb, p0, j0, kb, nb, nr int)
 		panel := dst[jr*kb : jr*kb+nr*kb]
 		if !transB {
 			// op(B)[p, j] = b[p*ldb+j]: each step is a contiguous run.
+			off := p0*ldb + j0 + jr
+			packRuns(panel, b[off:off+(kb-1)*ldb+nrr], ldb, nrr, nr, kb)
+		} else {
+			// op(B)[p, j] = b[j*ldb+p]: transpose.
+			off := (j0+jr)*ldb + p0
+			packTranspose(panel, b[off:off+(nrr-1)*ldb+kb], ldb, nrr, nr, kb)
+		}
+	}
+}
+
+// packRuns sets panel[p*width+j] = src[p*ld+j] for p < kb, j < w, and zero
+// for w ≤ j < width. len(panel) ≥ kb·width and len(src) ≥ (kb-1)·ld+w have
+// been checked by the caller's slicing.
+func packRuns(panel, src []float32, ld, w, width, kb int) {
+	_ = panel[kb*width-1]
+	_ = src[(kb-1)*ld+w-1]
+	if w == width {
+		switch width {
+		case 32:
 			for p := 0; p < kb; p++ {
-				src := b[(p0+p)*ldb+j0+jr:]
-				d := panel[p*nr : p*nr+nr]
-				copy(d, src[:nrr])
-				clear(d[nrr:])
+				*(*[32]float32)(panel[p*32:]) = *(*[32]float32)(src[p*ld:])
 			}
-			continue
-		}
-		// op(B)[p, j] = b[j*ldb+p]: transpose, four columns at a time.
-		j := 0
-		for ; j+4 <= nrr; j += 4 {
-			s0 := b[(j0+jr+j)*ldb+p0:][:kb]
-			s1 := b[(j0+jr+j+1)*ldb+p0:][:kb]
-			s2 := b[(j0+jr+j+2)*ldb+p0:][:kb]
-			s3 := b[(j0+jr+j+3)*ldb+p0:][:kb]
-			for p := range kb {
-				d := panel[p*nr+j : p*nr+j+4]
-				d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
-			}
-		}
-		for ; j < nrr; j++ {
-			s := b[(j0+jr+j)*ldb+p0:][:kb]
-			for p, v := range s {
-				panel[p*nr+j] = v
-			}
-		}
-		if nrr < nr {
+			return
+		case 16:
 			for p := 0; p < kb; p++ {
-				clear(panel[p*nr+nrr : p*nr+nr])
+				*(*[16]float32)(panel[p*16:]) = *(*[16]float32)(src[p*ld:])
 			}
+			return
+		}
+	}
+	for p := 0; p < kb; p++ {
+		d := panel[p*width : p*width+width]
+		copy(d, src[p*ld:p*ld+w])
+		clear(d[w:])
+	}
+}
+
+// packTranspose sets panel[p*width+r] = src[r*ld+p] for p < kb, r < w, and
+// zero for w ≤ r < width. It works in chunks of 16 steps so that the panel
+// region being written stays in L1 while each source row is read in whole
+// cache lines. The caller's slicing has checked len(panel) ≥ kb·width and
+// len(src) ≥ (w-1)·ld+kb; the loops below use unchecked pointers within
+// those bounds.
+func packTranspose(panel, src []float32, ld, w, width, kb int) {
+	_ = panel[kb*width-1]
+	_ = src[(w-1)*ld+kb-1]
+	const chunk = 16
+	dp := unsafe.Pointer(&panel[0])
+	sp := unsafe.Pointer(&src[0])
+	stride := uintptr(width) * 4
+	for p0 := 0; p0 < kb; p0 += chunk {
+		pn := min(chunk, kb-p0)
+		for r := 0; r < w; r++ {
+			s := unsafe.Add(sp, (r*ld+p0)*4)
+			d := unsafe.Add(dp, (p0*width+r)*4)
+			p := 0
+			for ; p+4 <= pn; p += 4 {
+				v := (*[4]float32)(unsafe.Add(s, p*4))
+				*(*float32)(d) = v[0]
+				*(*float32)(unsafe.Add(d, stride)) = v[1]
+				*(*float32)(unsafe.Add(d, 2*stride)) = v[2]
+				*(*float32)(unsafe.Add(d, 3*stride)) = v[3]
+				d = unsafe.Add(d, 4*stride)
+			}
+			for ; p < pn; p++ {
+				*(*float32)(d) = *(*float32)(unsafe.Add(s, p*4))
+				d = unsafe.Add(d, stride)
+			}
+		}
+	}
+	if w < width {
+		for p := 0; p < kb; p++ {
+			clear(panel[p*width+w : p*width+width])
 		}
 	}
 }

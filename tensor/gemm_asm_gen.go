@@ -75,7 +75,9 @@ func gen(k kernel) {
 			emit("\tPREFETCHT0 %d(AX)", p*aStep+k.pfA)
 		}
 		if k.pfB > 0 {
-			emit("\tPREFETCHT0 %d(BX)", p*bStep+k.pfB)
+			for off := 0; off < bStep; off += 64 {
+				emit("\tPREFETCHT0 %d(BX)", p*bStep+k.pfB+off)
+			}
 		}
 		for r := 0; r < mr; r++ {
 			emit("\tVBROADCASTSS %d(AX), %s", p*aStep+r*4, aReg(r))
@@ -161,6 +163,8 @@ func main() {
 	emit("#include \"textflag.h\"")
 	emit("")
 	gen(kernel{name: "sgemmKernelAVX512", mr: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfA: 512})
+	gen(kernel{name: "sgemmKernelAVX512pfB", mr: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfB: 1024})
+	gen(kernel{name: "sgemmKernelAVX512nopf", mr: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4})
 	gen(kernel{name: "sgemmKernelAVX2", mr: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
 	os.Stdout.WriteString(w.String())
 }

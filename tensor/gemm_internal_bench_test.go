@@ -46,3 +46,25 @@ func BenchmarkMicroKernel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPack times packing a 168×256 block of A (both layouts) into 14-row
+// panels and a 256×512 block of B into 32-column panels.
+func BenchmarkPack(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	src := randSlice(r, 512*512)
+	dst := aligned(512 * 512)
+	for _, tr := range []bool{false, true} {
+		b.Run(fmt.Sprintf("A/trans=%v", tr), func(b *testing.B) {
+			for b.Loop() {
+				packA(dst, tr, src, 512, 0, 0, 168, 256, 14)
+			}
+			b.ReportMetric(float64(168*256)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+		})
+		b.Run(fmt.Sprintf("B/trans=%v", tr), func(b *testing.B) {
+			for b.Loop() {
+				packB(dst, tr, src, 512, 0, 0, 256, 512, 32)
+			}
+			b.ReportMetric(float64(256*512)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+		})
+	}
+}

@@ -16,6 +16,24 @@ import (
 func kLayerNormRow(d, s, gamma, beta []float32, eps float32) (mu, rs float32) {
 	n := len(s)
 	d, gamma, beta = d[:n], gamma[:n], beta[:n]
+	if kUseAVX2 && n >= 8 {
+		k := n &^ 7
+		sum := sumAVX2(s)
+		for _, v := range s[k:] {
+			sum += v
+		}
+		mu = sum / float32(n)
+		ssq := sumSqDevAVX2(s, mu)
+		for _, v := range s[k:] {
+			ssq += (v - mu) * (v - mu)
+		}
+		rs = float32(1 / math.Sqrt(float64(ssq/float32(n)+eps)))
+		lnApplyAVX2(d, s, gamma, beta, mu, rs)
+		for i := k; i < n; i++ {
+			d[i] = (s[i]-mu)*rs*gamma[i] + beta[i]
+		}
+		return mu, rs
+	}
 	var a0, a1, a2, a3 float32
 	i := 0
 	for ; i+4 <= n; i += 4 {
@@ -55,6 +73,10 @@ func kLayerNormBackwardRow(dx, dgamma, dbeta, dy, x, gamma []float32, mu, rs flo
 	dx, dgamma, dbeta, dy, gamma = dx[:n], dgamma[:n], dbeta[:n], dy[:n], gamma[:n]
 	var s0, s1, t0, t1 float32
 	i := 0
+	if kUseAVX2 && n >= 8 {
+		s0, t0 = lnBwdReduceAVX2(dgamma, dbeta, dy, x, gamma, mu, rs)
+		i = n &^ 7
+	}
 	for ; i+2 <= n; i += 2 {
 		xh0 := (x[i] - mu) * rs
 		xh1 := (x[i+1] - mu) * rs
@@ -80,7 +102,12 @@ func kLayerNormBackwardRow(dx, dgamma, dbeta, dy, x, gamma []float32, mu, rs flo
 	inv := 1 / float32(n)
 	mdy := (s0 + s1) * inv
 	mdyx := (t0 + t1) * inv
-	for i := range dx {
+	i = 0
+	if kUseAVX2 && n >= 8 {
+		lnBwdDxAVX2(dx, dy, x, gamma, mu, rs, mdy, mdyx)
+		i = n &^ 7
+	}
+	for ; i < n; i++ {
 		xh := (x[i] - mu) * rs
 		dx[i] = rs * (dy[i]*gamma[i] - mdy - xh*mdyx)
 	}

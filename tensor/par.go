@@ -1,9 +1,6 @@
 package tensor
 
-import (
-	"runtime"
-	"sync"
-)
+import "sync"
 
 // Work sizes (in elements) below which a row-wise kernel stays on the calling
 // goroutine. Starting a goroutine costs about a microsecond; these keep each
@@ -15,7 +12,7 @@ const (
 )
 
 // kParallelRows splits rows into contiguous chunks and runs fn on each chunk,
-// one goroutine per chunk, using at most GOMAXPROCS workers and only as many
+// one goroutine per chunk, using at most Threads() workers and only as many
 // as keep minWork elements (rows·cols) per worker. fn receives the worker
 // index and its half-open row range.
 func kParallelRows(rows, cols, minWork int, fn func(w, lo, hi int)) {
@@ -41,9 +38,10 @@ func kParallelRows(rows, cols, minWork int, fn func(w, lo, hi int)) {
 	wg.Wait()
 }
 
-// kWorkers is the number of workers kParallelRows uses.
+// kWorkers is the number of workers kParallelRows uses: at most Threads()
+// (GOMAXPROCS unless SetThreads says otherwise, shared with Gemm).
 func kWorkers(rows, cols, minWork int) int {
-	w := runtime.GOMAXPROCS(0)
+	w := Threads()
 	if cols <= 0 {
 		return 1
 	}

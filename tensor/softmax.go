@@ -11,7 +11,7 @@ func kExpSubSum(d, s []float32, m float32) float32 {
 	var z0, z1 float32
 	i := 0
 	if kUseAVX2 && len(d) >= 8 {
-		z0 = expShiftSumAVX2(d, s, m)
+		z0 = kExpShiftSum(d, s, m)
 		i = len(d) &^ 7
 	}
 	for ; i+2 <= len(d); i += 2 {
@@ -61,7 +61,7 @@ func kExpSubSumNoStore(s []float32, m float32) float64 {
 		var buf [512]float32
 		for ; i+8 <= len(s); i += len(buf) {
 			n := min(len(buf), (len(s)-i)&^7)
-			z0 += float64(expShiftSumAVX2(buf[:n], s[i:i+n], m))
+			z0 += float64(kExpShiftSum(buf[:n], s[i:i+n], m))
 			if n < len(buf) {
 				i += n
 				break

@@ -27,3 +27,38 @@ func maxAVX2(x []float32) float32
 
 //go:noescape
 func scaleAVX2(dst, src []float32, s float32)
+
+//go:noescape
+func sumAVX2(x []float32) float32
+
+//go:noescape
+func sumSqDevAVX2(x []float32, mu float32) float32
+
+//go:noescape
+func lnApplyAVX2(dst, x, gamma, beta []float32, mu, rs float32)
+
+//go:noescape
+func lnBwdReduceAVX2(dgamma, dbeta, dy, x, gamma []float32, mu, rs float32) (sdy, sdyx float32)
+
+//go:noescape
+func lnBwdDxAVX2(dx, dy, x, gamma []float32, mu, rs, mdy, mdyx float32)
+
+//go:noescape
+func sigmoidAVX2(dst, src []float32)
+
+//go:noescape
+func expShiftSumAVX512(dst, src []float32, shift float32) float32
+
+//go:noescape
+func geluAVX512(dst, src []float32)
+
+//go:noescape
+func geluBackwardAVX512(dx, dy, x []float32)
+
+//go:noescape
+func sigmoidAVX512(dst, src []float32)
+
+// kUseAVX512 selects the 16-lane loops for exp, softmax, GELU and sigmoid
+// (the AVX2 flag must be set too: the AVX-512 loops leave a block of 8 to the
+// AVX2 ones).
+var kUseAVX512 = kUseAVX2 && cpu.X86.HasAVX512F

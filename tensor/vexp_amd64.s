@@ -379,3 +379,376 @@ scloop:
 scdone:
 	VZEROUPPER
 	RET
+
+// HSUM8 folds the 8 lanes of Y into the low lane of X (clobbers XT).
+#define HSUM8(Y, X, XT) \
+	VEXTRACTF128 $1, Y, XT \
+	VADDPS XT, X, X \
+	VHADDPS X, X, X \
+	VHADDPS X, X, X
+
+// func sumAVX2(x []float32) float32
+// Σ x[i] over the first len(x) rounded down to 8 elements.
+TEXT ·sumAVX2(SB), NOSPLIT, $0-28
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	SHRQ $3, CX
+	JZ sumdone
+	SHRQ $1, CX
+	JZ sumtail
+sumloop:
+	VADDPS (SI), Y0, Y0
+	VADDPS 32(SI), Y1, Y1
+	ADDQ $64, SI
+	DECQ CX
+	JNZ sumloop
+sumtail:
+	MOVQ x_len+8(FP), CX
+	BTQ $3, CX
+	JCC sumdone
+	VADDPS (SI), Y0, Y0
+sumdone:
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func sumSqDevAVX2(x []float32, mu float32) float32
+// Σ (x[i]-mu)² over the first len(x) rounded down to 8 elements.
+TEXT ·sumSqDevAVX2(SB), NOSPLIT, $0-36
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	VBROADCASTSS mu+24(FP), Y4
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	SHRQ $3, CX
+	JZ ssqdone
+	SHRQ $1, CX
+	JZ ssqtail
+ssqloop:
+	VMOVUPS (SI), Y2
+	VMOVUPS 32(SI), Y3
+	VSUBPS Y4, Y2, Y2
+	VSUBPS Y4, Y3, Y3
+	VFMADD231PS Y2, Y2, Y0
+	VFMADD231PS Y3, Y3, Y1
+	ADDQ $64, SI
+	DECQ CX
+	JNZ ssqloop
+ssqtail:
+	MOVQ x_len+8(FP), CX
+	BTQ $3, CX
+	JCC ssqdone
+	VMOVUPS (SI), Y2
+	VSUBPS Y4, Y2, Y2
+	VFMADD231PS Y2, Y2, Y0
+ssqdone:
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func lnApplyAVX2(dst, x, gamma, beta []float32, mu, rs float32)
+// dst[i] = (x[i]-mu)·rs·gamma[i] + beta[i] for the first len(dst) rounded
+// down to 8 elements.
+TEXT ·lnApplyAVX2(SB), NOSPLIT, $0-104
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	MOVQ gamma_base+48(FP), R8
+	MOVQ beta_base+72(FP), R9
+	VBROADCASTSS mu+96(FP), Y4
+	VBROADCASTSS rs+100(FP), Y5
+	SHRQ $3, CX
+	JZ lnadone
+lnaloop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y4, Y0, Y0
+	VMULPS Y5, Y0, Y0
+	VMOVUPS (R9), Y1
+	VFMADD231PS (R8), Y0, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ lnaloop
+lnadone:
+	VZEROUPPER
+	RET
+
+// func lnBwdReduceAVX2(dgamma, dbeta, dy, x, gamma []float32, mu, rs float32) (sdy, sdyx float32)
+// With xh = (x-mu)·rs and g = dy·gamma: dgamma += dy·xh, dbeta += dy, and
+// returns Σ g and Σ g·xh, over the first len(x) rounded down to 8 elements.
+TEXT ·lnBwdReduceAVX2(SB), NOSPLIT, $0-136
+	MOVQ dgamma_base+0(FP), R10
+	MOVQ dbeta_base+24(FP), R11
+	MOVQ dy_base+48(FP), DX
+	MOVQ x_base+72(FP), SI
+	MOVQ x_len+80(FP), CX
+	MOVQ gamma_base+96(FP), R8
+	VBROADCASTSS mu+120(FP), Y4
+	VBROADCASTSS rs+124(FP), Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	SHRQ $3, CX
+	JZ lnbrdone
+lnbrloop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y4, Y0, Y0
+	VMULPS Y5, Y0, Y0
+	VMOVUPS (DX), Y1
+	VMULPS (R8), Y1, Y2
+	VADDPS Y2, Y6, Y6
+	VFMADD231PS Y0, Y2, Y7
+	VMOVUPS (R10), Y3
+	VFMADD231PS Y0, Y1, Y3
+	VMOVUPS Y3, (R10)
+	VADDPS (R11), Y1, Y3
+	VMOVUPS Y3, (R11)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, R8
+	ADDQ $32, R10
+	ADDQ $32, R11
+	DECQ CX
+	JNZ lnbrloop
+lnbrdone:
+	HSUM8(Y6, X6, X1)
+	HSUM8(Y7, X7, X1)
+	VZEROUPPER
+	MOVSS X6, sdy+128(FP)
+	MOVSS X7, sdyx+132(FP)
+	RET
+
+// func lnBwdDxAVX2(dx, dy, x, gamma []float32, mu, rs, mdy, mdyx float32)
+// dx = rs·(dy·gamma - mdy - xh·mdyx), xh = (x-mu)·rs, over the first len(dx)
+// rounded down to 8 elements.
+TEXT ·lnBwdDxAVX2(SB), NOSPLIT, $0-112
+	MOVQ dx_base+0(FP), DI
+	MOVQ dx_len+8(FP), CX
+	MOVQ dy_base+24(FP), DX
+	MOVQ x_base+48(FP), SI
+	MOVQ gamma_base+72(FP), R8
+	VBROADCASTSS mu+96(FP), Y4
+	VBROADCASTSS rs+100(FP), Y5
+	VBROADCASTSS mdy+104(FP), Y6
+	VBROADCASTSS mdyx+108(FP), Y7
+	SHRQ $3, CX
+	JZ lnbddone
+lnbdloop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y4, Y0, Y0
+	VMULPS Y5, Y0, Y0
+	VMOVUPS (DX), Y1
+	VMULPS (R8), Y1, Y1
+	VSUBPS Y6, Y1, Y1
+	VFNMADD231PS Y7, Y0, Y1
+	VMULPS Y5, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, R8
+	ADDQ $32, DI
+	DECQ CX
+	JNZ lnbdloop
+lnbddone:
+	VZEROUPPER
+	RET
+
+// func sigmoidAVX2(dst, src []float32)
+// dst[i] = 1/(1 + exp(-src[i])) for the first len(dst) rounded down to 8.
+TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	LOADCONST
+	VXORPS Y12, Y12, Y12
+	SHRQ $3, CX
+	JZ sgdone
+sgloop:
+	VSUBPS (SI), Y12, Y0
+	EXP8(Y0, Y1, Y2, Y3, Y4)
+	VADDPS Y13, Y1, Y1
+	VDIVPS Y1, Y13, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ sgloop
+sgdone:
+	VZEROUPPER
+	RET
+
+// ---- AVX-512 ---------------------------------------------------------------
+
+// EXP16 is EXP8 on 16 lanes (Z registers, embedded-broadcast constants); the
+// lanes with x < -87 are zeroed through the opmask K1 (NaN lanes keep NaN).
+// Expects Z15 = -87, Z14 = 88, Z13 = 1. Clobbers T1, T2, K1.
+#define EXP16(IN, OUT, T1, T2) \
+	VMAXPS IN, Z15, T1 \
+	VMINPS T1, Z14, T1 \
+	VMULPS.BCST kxlog2e<>(SB), T1, T2 \
+	VRNDSCALEPS $0, T2, T2 \
+	VFNMADD231PS.BCST kxln2hi<>(SB), T2, T1 \
+	VFNMADD231PS.BCST kxln2lo<>(SB), T2, T1 \
+	VCVTPS2DQ T2, T2 \
+	VBROADCASTSS kxc6<>(SB), OUT \
+	VFMADD213PS.BCST kxc5<>(SB), T1, OUT \
+	VFMADD213PS.BCST kxc4<>(SB), T1, OUT \
+	VFMADD213PS.BCST kxc3<>(SB), T1, OUT \
+	VFMADD213PS.BCST kxc2<>(SB), T1, OUT \
+	VFMADD213PS Z13, T1, OUT \
+	VFMADD213PS Z13, T1, OUT \
+	VPADDD.BCST kxbias<>(SB), T2, T2 \
+	VPSLLD $23, T2, T2 \
+	VMULPS T2, OUT, OUT \
+	VCMPPS $5, Z15, IN, K1 \
+	VMOVAPS.Z OUT, K1, OUT
+
+#define LOADCONST512 \
+	VBROADCASTSS kxlo<>(SB), Z15 \
+	VBROADCASTSS kxhi<>(SB), Z14 \
+	VBROADCASTSS kxone<>(SB), Z13
+
+// func expShiftSumAVX512(dst, src []float32, shift float32) float32
+// As expShiftSumAVX2 over the first len(dst) rounded down to 16 elements.
+TEXT ·expShiftSumAVX512(SB), NOSPLIT, $0-60
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	VBROADCASTSS shift+48(FP), Z12
+	LOADCONST512
+	VXORPS Z11, Z11, Z11
+	VXORPS Z10, Z10, Z10
+	SHRQ $4, CX
+	JZ e5done
+	SHRQ $1, CX
+	JZ e5tail
+e5loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z5
+	VSUBPS Z12, Z0, Z0
+	VSUBPS Z12, Z5, Z5
+	EXP16(Z0, Z1, Z2, Z3)
+	VMOVUPS Z1, (DI)
+	VADDPS Z1, Z11, Z11
+	EXP16(Z5, Z6, Z7, Z8)
+	VMOVUPS Z6, 64(DI)
+	VADDPS Z6, Z10, Z10
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ e5loop
+e5tail:
+	MOVQ dst_len+8(FP), CX
+	BTQ $4, CX
+	JCC e5done
+	VMOVUPS (SI), Z0
+	VSUBPS Z12, Z0, Z0
+	EXP16(Z0, Z1, Z2, Z3)
+	VMOVUPS Z1, (DI)
+	VADDPS Z1, Z11, Z11
+e5done:
+	VADDPS Z10, Z11, Z11
+	VEXTRACTF64X4 $1, Z11, Y1
+	VADDPS Y1, Y11, Y11
+	HSUM8(Y11, X11, X1)
+	VZEROUPPER
+	MOVSS X11, ret+56(FP)
+	RET
+
+// func geluAVX512(dst, src []float32)
+TEXT ·geluAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	LOADCONST512
+	VBROADCASTSS kxga<>(SB), Z12
+	VBROADCASTSS kxgb<>(SB), Z11
+	SHRQ $4, CX
+	JZ g5done
+g5loop:
+	VMOVUPS (SI), Z5
+	VMULPS Z5, Z5, Z6
+	VMOVAPS Z11, Z0
+	VFMADD213PS Z12, Z6, Z0
+	VMULPS Z5, Z0, Z0
+	EXP16(Z0, Z1, Z2, Z3)
+	VADDPS Z13, Z1, Z1
+	VDIVPS Z1, Z5, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ g5loop
+g5done:
+	VZEROUPPER
+	RET
+
+// func geluBackwardAVX512(dx, dy, x []float32)
+TEXT ·geluBackwardAVX512(SB), NOSPLIT, $0-72
+	MOVQ dx_base+0(FP), DI
+	MOVQ dx_len+8(FP), CX
+	MOVQ dy_base+24(FP), DX
+	MOVQ x_base+48(FP), SI
+	LOADCONST512
+	VBROADCASTSS kxga<>(SB), Z12
+	VBROADCASTSS kxgb<>(SB), Z11
+	VBROADCASTSS kxgc<>(SB), Z10
+	VBROADCASTSS kxgd<>(SB), Z9
+	SHRQ $4, CX
+	JZ gb5done
+gb5loop:
+	VMOVUPS (SI), Z5
+	VMULPS Z5, Z5, Z6
+	VMOVAPS Z11, Z0
+	VFMADD213PS Z12, Z6, Z0
+	VMULPS Z5, Z0, Z0
+	EXP16(Z0, Z1, Z2, Z3)
+	VADDPS Z13, Z1, Z1
+	VDIVPS Z1, Z13, Z1
+	VSUBPS Z1, Z13, Z7
+	VMULPS Z1, Z7, Z7
+	VMULPS Z5, Z7, Z7
+	VMOVAPS Z9, Z8
+	VFMADD213PS Z10, Z6, Z8
+	VFMADD213PS Z1, Z8, Z7
+	VMULPS (DX), Z7, Z7
+	VMOVUPS Z7, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	DECQ CX
+	JNZ gb5loop
+gb5done:
+	VZEROUPPER
+	RET
+
+// func sigmoidAVX512(dst, src []float32)
+TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	LOADCONST512
+	VXORPS Z12, Z12, Z12
+	SHRQ $4, CX
+	JZ sg5done
+sg5loop:
+	VSUBPS (SI), Z12, Z0
+	EXP16(Z0, Z1, Z2, Z3)
+	VADDPS Z13, Z1, Z1
+	VDIVPS Z1, Z13, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ sg5loop
+sg5done:
+	VZEROUPPER
+	RET

@@ -13,16 +13,30 @@ func TestAsmMatchesPureGo(t *testing.T) {
 	if !kUseAVX2 {
 		t.Skip("no assembly loops in this build or on this CPU (purego tag or no AVX2/FMA)")
 	}
-	defer func() { kUseAVX2 = true }()
+	has512 := kUseAVX512
+	defer func() { kUseAVX2, kUseAVX512 = true, has512 }()
+	modes := []string{"avx2"}
+	if has512 {
+		modes = append(modes, "avx512")
+	}
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) { testAsmMatchesPureGo(t, mode == "avx512") })
+	}
+}
+
+func testAsmMatchesPureGo(t *testing.T, use512 bool) {
+	defer func() { kUseAVX2, kUseAVX512 = true, use512 }()
 	rng := ktNewRNG(30)
 	inf := float32(math.Inf(1))
 	special := []float32{0, -0, 1, -1, 88, 88.5, 100, -87, -87.5, -103, -200, inf, -inf, 1e-30, -1e-30, 20, -20, 9, -9}
-	for _, n := range []int{8, 9, 15, 16, 17, 33, 257, 1000} {
+	for _, n := range []int{8, 9, 15, 16, 17, 24, 31, 32, 33, 48, 257, 1000} {
 		x := ktRandSlice(rng, n, 4)
 		copy(x, special)
 		dy := ktRandSlice(rng, n, 1)
-		run := func(asm bool) (e, g, gb, sm, lsm []float32) {
-			kUseAVX2 = asm
+		run := func(asm bool) (e, g, gb, sm, lsm, sg []float32) {
+			kUseAVX2, kUseAVX512 = asm, asm && use512
+			sg = make([]float32, n)
+			VecSigmoid(sg, x)
 			e, g, gb = make([]float32, n), make([]float32, n), make([]float32, n)
 			sm, lsm = make([]float32, n), make([]float32, n)
 			VecExp(e, x)
@@ -33,9 +47,10 @@ func TestAsmMatchesPureGo(t *testing.T) {
 			LogSoftmaxRows(lsm, xs, 1, n)
 			return
 		}
-		e1, g1, gb1, sm1, lsm1 := run(true)
-		e0, g0, gb0, sm0, lsm0 := run(false)
 		name := fmt.Sprintf("n=%d", n)
+		e0, g0, gb0, sm0, lsm0, sg0 := run(false)
+		e1, g1, gb1, sm1, lsm1, sg1 := run(true)
+		ktCheckClose(t, "VecSigmoid asm vs Go "+name, sg0, sg1, 1e-6, 0)
 		// exp saturates at exp(88) for x > 88 and flushes x < -87 to 0 in both paths.
 		ktCheckClose(t, "VecExp asm vs Go "+name, e0, e1, 1e-6, 0)
 		// GELU's far negative tail (|gelu| < 1e-9) is exp of a large argument
@@ -56,6 +71,31 @@ func TestAsmMatchesPureGo(t *testing.T) {
 			}
 		}
 	}
+	// layer norm forward and backward on both paths
+	for _, sh := range ktRowShapes {
+		rows, cols := sh.rows, sh.cols
+		x := ktRandSlice(rng, rows*cols, 2)
+		g, b, dy := ktRandSlice(rng, cols, 1), ktRandSlice(rng, cols, 1), ktRandSlice(rng, rows*cols, 1)
+		run := func(asm bool) (y, mu, rs, dx, dg, db []float32) {
+			kUseAVX2 = asm
+			y, mu, rs = make([]float32, rows*cols), make([]float32, rows), make([]float32, rows)
+			dx, dg, db = make([]float32, rows*cols), make([]float32, cols), make([]float32, cols)
+			LayerNormRows(y, mu, rs, x, g, b, rows, cols, 1e-5)
+			LayerNormBackwardRows(dx, dg, db, dy, x, mu, rs, g, rows, cols)
+			return
+		}
+		y1, mu1, rs1, dx1, dg1, db1 := run(true)
+		y0, mu0, rs0, dx0, dg0, db0 := run(false)
+		name := fmt.Sprintf(" %d×%d", rows, cols)
+		ktCheckClose(t, "LayerNorm y asm vs Go"+name, y0, y1, 1e-4, 1e-5)
+		ktCheckClose(t, "LayerNorm mean asm vs Go"+name, mu0, mu1, 1e-5, 1e-6)
+		ktCheckClose(t, "LayerNorm rstd asm vs Go"+name, rs0, rs1, 1e-5, 0)
+		ktCheckClose(t, "LayerNorm dx asm vs Go"+name, dx0, dx1, 1e-3, 1e-4)
+		ktCheckClose(t, "LayerNorm dgamma asm vs Go"+name, dg0, dg1, 1e-4, 1e-3)
+		ktCheckClose(t, "LayerNorm dbeta asm vs Go"+name, db0, db1, 1e-5, 1e-4)
+	}
+	kUseAVX2, kUseAVX512 = true, use512
+
 	// max and scale, with NaNs and infinities in the vector part
 	nan := float32(math.NaN())
 	for _, tc := range []struct {
@@ -76,7 +116,7 @@ func TestAsmMatchesPureGo(t *testing.T) {
 			}
 		}
 	}
-	kUseAVX2 = true
+	kUseAVX2, kUseAVX512 = true, use512
 	allNaN := []float32{nan, nan, nan, nan, nan, nan, nan, nan}
 	if got := VecMax(allNaN); got == got {
 		t.Errorf("VecMax(all NaN) = %v, want NaN", got)
@@ -86,7 +126,7 @@ func TestAsmMatchesPureGo(t *testing.T) {
 	VecMulScalar(s1, x, 1.5)
 	kUseAVX2 = false
 	VecMulScalar(s0, x, 1.5)
-	kUseAVX2 = true
+	kUseAVX2, kUseAVX512 = true, use512
 	ktCheckClose(t, "VecMulScalar asm vs Go", s0, s1, 0, 0)
 	out := make([]float32, 8)
 	VecExp(out, []float32{nan, 0, 0, 0, 0, 0, 0, 0})

@@ -25,6 +25,9 @@ import subprocess
 import sys
 import time
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import torch
 import torch.nn.functional as F
 
@@ -84,14 +87,22 @@ class LM(torch.nn.Module):
         return self.head(self.ln_f(x))
 
 
-def timeit(fn, iters, warmup=3):
+CPU = {}
+
+
+def timeit(fn, iters, warmup=3, key=None):
+    """Median wall seconds per call; the mean CPU seconds per call (process
+    time, the fairer measure on a loaded machine) goes to CPU[key]."""
     for _ in range(warmup):
         fn()
     ts = []
+    c0 = time.process_time()
     for _ in range(iters):
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
+    if key:
+        CPU[key] = (time.process_time() - c0) / iters
     return statistics.median(ts)
 
 
@@ -107,7 +118,7 @@ def bench_block(iters):
         (m(x) * r).sum().backward()
         opt.step()
 
-    return timeit(step, iters) * 1e3
+    return timeit(step, iters, key='block') * 1e3
 
 
 def bench_lm(iters):
@@ -122,7 +133,7 @@ def bench_lm(iters):
         F.cross_entropy(logits.reshape(-1, 256), seq[:, 1:].reshape(-1)).backward()
         opt.step()
 
-    return timeit(step, iters) * 1e3
+    return timeit(step, iters, key='lm') * 1e3
 
 
 def bench_lstm(iters):
@@ -136,7 +147,7 @@ def bench_lstm(iters):
         out, _ = m(x)
         (out * r).sum().backward()
 
-    return timeit(step, iters) * 1e3
+    return timeit(step, iters, key='lstm') * 1e3
 
 
 def bench_gen(batch, iters):
@@ -152,7 +163,7 @@ def bench_gen(batch, iters):
             logits = m(tok, 16 + i, caches)
             tok = logits[:, -1].argmax(-1, keepdim=True)
 
-    return batch * 16 / timeit(gen, iters)
+    return batch * 16 / timeit(gen, iters, key=f'gen{batch}')
 
 
 def go_results():
@@ -180,11 +191,11 @@ def main():
         "gen16": bench_gen(16, 10),
     }
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
-    print(f"pytorch block step      {torch_res['block']:8.2f} ms")
-    print(f"pytorch LM step         {torch_res['lm']:8.2f} ms")
-    print(f"pytorch LSTM fwd+bwd    {torch_res['lstm']:8.2f} ms")
-    print(f"pytorch gen batch=1     {torch_res['gen1']:8.1f} tokens/s")
-    print(f"pytorch gen batch=16    {torch_res['gen16']:8.1f} tokens/s")
+    print(f"pytorch block step      {torch_res['block']:8.2f} ms   cpu {CPU['block']*1e3:8.2f} ms")
+    print(f"pytorch LM step         {torch_res['lm']:8.2f} ms   cpu {CPU['lm']*1e3:8.2f} ms")
+    print(f"pytorch LSTM fwd+bwd    {torch_res['lstm']:8.2f} ms   cpu {CPU['lstm']*1e3:8.2f} ms")
+    print(f"pytorch gen batch=1     {torch_res['gen1']:8.1f} tokens/s   cpu {16/CPU['gen1']:8.1f} tokens/cpu-s")
+    print(f"pytorch gen batch=16    {torch_res['gen16']:8.1f} tokens/s   cpu {256/CPU['gen16']:8.1f} tokens/cpu-s")
     if "--with-go" not in sys.argv:
         return
     go, raw = go_results()

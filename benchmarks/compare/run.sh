@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # benchmarks/compare/run.sh — troupe against the PyTorch CPU anchor, side by
-# side in one run. `make bench-compare` runs it.
+# side in one run. `make bench-compare` runs it. See README.md.
 #
 # 1. Installs Debian's python3-torch and libopenblas0-pthread with apt-get if
 #    /usr/bin/python3 cannot import torch (idempotent, noninteractive).
-# 2. For each topic (see README.md; gemm for now), runs troupe's Go
-#    benchmarks named Benchmark<Topic>/troupe/<key>/t<threads> and the topic's
-#    PyTorch script <topic>.py with the same shapes and thread counts,
-#    REPEAT times alternating, and prints one table per topic with medians:
-#    shape, threads, troupe, PyTorch, ratio (> 1: troupe is faster).
+# 2. Builds the Go benchmark binary once; for each topic runs
+#    benchmarks/compare/<topic>.py, which alternates troupe's Go benchmarks
+#    and the same work in PyTorch (same shapes, same thread counts) REPEAT
+#    times, and prints one table of medians per topic: shape, threads,
+#    troupe, PyTorch, ratio (> 1: troupe is faster), plus any other Go
+#    implementation measured beside troupe (gonum for GEMM).
 #
 # Environment: THREADS (default "1 $(nproc)"), REPEAT (default 3),
 # BENCHTIME (Go -benchtime, default 300ms), TOPICS (default "gemm").
@@ -31,37 +32,37 @@ if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
 	if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 	export DEBIAN_FRONTEND=noninteractive
 	$SUDO apt-get update -qq
-	$SUDO apt-get install -y -qq python3-torch libopenblas0-pthread >/dev/null
+	$SUDO apt-get install -y -qq --no-install-recommends python3-torch libopenblas0-pthread >/dev/null
 	"$PY" -c 'import torch' || { echo "torch still not importable from $PY" >&2; exit 1; }
 fi
 
-# Topic table: topic name -> Go benchmark regexp (the troupe side).
-declare -A GOBENCH=(
-	[gemm]='^BenchmarkGemm$/^troupe$/'
-)
-
-echo "== OPENBLAS_CORETYPE=SkylakeX is set for the PyTorch commands only: OpenBLAS"
-echo "   0.3.21 misdetects this CPU (AMD Zen 5, AVX-512) as Prescott and would fall"
-echo "   back to SSE3 kernels; SkylakeX selects its AVX-512 kernels, the core this"
-echo "   CPU really is. troupe's Go benchmarks run without it."
-echo "== threads: $THREADS; repeats: $REPEAT (medians reported); Go -benchtime $BENCHTIME"
+detected="$("$PY" -c 'import torch, ctypes
+p = sorted({l.split()[-1] for l in open("/proc/self/maps") if "libopenblas" in l})
+if p:
+    lib = ctypes.CDLL(p[0]); lib.openblas_get_corename.restype = ctypes.c_char_p
+    print(lib.openblas_get_corename().decode())
+else:
+    print("(no OpenBLAS loaded)")' 2>/dev/null || echo unknown)"
+echo "== OPENBLAS_CORETYPE=SkylakeX is set for the PyTorch side only: on this CPU (AMD"
+echo "   Zen 5, AVX-512) OpenBLAS 0.3.21 does not recognise the core (it reports"
+echo "   '$detected' here without the variable; Prescott on some of these VMs) and"
+echo "   would skip its AVX-512 kernels; SkylakeX selects them, the core this CPU"
+echo "   really is. troupe's Go benchmarks run without it (removed from their env)."
+echo "== threads: $THREADS; repeats: $REPEAT alternating troupe/PyTorch per shape (medians"
+echo "   reported); Go -benchtime $BENCHTIME"
 echo "== CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+"$GO" test -c -o "$tmp/bench.test" ./benchmarks
 for topic in $TOPICS; do
-	re="${GOBENCH[$topic]:?unknown topic $topic (add it to GOBENCH in run.sh)}"
-	"$GO" test -c -o "$tmp/bench.test" ./benchmarks
-	for r in $(seq 1 "$REPEAT"); do
-		for t in $THREADS; do
-			# Benchmarks set their own thread counts from the /t<threads> name;
-			# -cpu only fixes the -N suffix.
-			(cd benchmarks && "$tmp/bench.test" -test.run '^$' -test.bench "${re}.*/t${t}\$" \
-				-test.benchtime "$BENCHTIME" -test.cpu "$(nproc)") >>"$tmp/go-$topic.txt"
-		done
-		OPENBLAS_CORETYPE=SkylakeX "$PY" "$here/$topic.py" --threads $THREADS >>"$tmp/py-$topic.txt"
-	done
+	[ -f "$here/$topic.py" ] || { echo "unknown topic $topic (no $here/$topic.py)" >&2; exit 2; }
+	OPENBLAS_CORETYPE=SkylakeX "$PY" "$here/$topic.py" --go-test "$tmp/bench.test" \
+		--pkg-dir "$root/benchmarks" --threads $THREADS --repeat "$REPEAT" \
+		--benchtime "$BENCHTIME" >"$tmp/$topic.txt"
+	# KEEP=<prefix> keeps the raw rows as <prefix>.<topic>.txt.
+	if [ -n "${KEEP:-}" ]; then cp "$tmp/$topic.txt" "$KEEP.$topic.txt"; fi
 	echo
 	echo "== $topic"
-	"$PY" "$here/table.py" "$tmp/go-$topic.txt" "$tmp/py-$topic.txt"
+	"$PY" "$here/table.py" "$tmp/$topic.txt"
 done

@@ -62,6 +62,8 @@ func xorData(rng *rand.Rand, n int) (x, y *gt.Dense, labels []int) {
 }
 
 func run(n, hidden, steps, every int, lr float64, seed uint64) error {
+	// Gorgonia's matrix products (the Mul nodes below) run on troupe's Gemm.
+	tensor.Install()
 	start := time.Now()
 	rng := rand.New(rand.NewPCG(seed, 0xde30))
 	xv, yv, labels := xorData(rng, n)
@@ -96,6 +98,7 @@ func run(n, hidden, steps, every int, lr float64, seed uint64) error {
 	solver := G.NewAdamSolver(G.WithLearnRate(lr))
 
 	fmt.Printf("troupe demo: 2-layer MLP (2→%d→2, tanh) on %d noisy XOR points, Adam lr=%g, %d steps, seed %d\n", hidden, n, lr, steps, seed)
+	fmt.Printf("Gorgonia BLAS: troupe Gemm installed (micro-kernel %s, %d threads)\n", tensor.GemmKernel(), tensor.Threads())
 	var first, last float32
 	var acc float64
 	for step := 0; step <= steps; step++ {

@@ -104,3 +104,22 @@ extern "C" __global__ void gelu_bwd(float *dx, const float *dy, const float *x, 
 		dx[i] = dy[i] * d;
 	}
 }
+
+// strided_copy: out (contiguous, n0×n1×n2×n3) = a read through element
+// strides, plus beta·out when beta ≠ 0. With permuted strides it is a
+// transpose/permute, e.g. splitting fused QKV [B][T][3][H][D] into per-head
+// [B][H][T][D] for attention and merging the heads back.
+extern "C" __global__ void strided_copy(float *out, const float *a, int n0, int n1, int n2, int n3,
+		long long a0, long long a1, long long a2, long long a3, float beta) {
+	long long total = (long long)n0 * n1 * n2 * n3;
+	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+			i += (long long)gridDim.x * blockDim.x) {
+		long long r = i;
+		int i3 = r % n3; r /= n3;
+		int i2 = r % n2; r /= n2;
+		int i1 = r % n1; r /= n1;
+		int i0 = (int)r;
+		float x = a[i0 * a0 + i1 * a1 + i2 * a2 + i3 * a3];
+		out[i] = beta == 0.f ? x : fmaf(beta, out[i], x);
+	}
+}

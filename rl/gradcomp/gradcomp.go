@@ -47,7 +47,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 )
 
 // Codec identifies a message encoding.
@@ -107,6 +106,8 @@ type Compressor struct {
 	buf      []float32
 	dec      []float32
 	idx      []int32
+	mags     []float32
+	sel      []float32
 
 	// BytesIn and BytesOut accumulate the float32 size (4n) and the encoded
 	// size of every message.
@@ -186,7 +187,7 @@ func (c *Compressor) encode(dst []byte, x []float32) []byte {
 		if n == 0 {
 			k = 0
 		}
-		c.idx = topK(c.idx[:0], x, k)
+		c.idx, c.mags, c.sel = topK(c.idx[:0], c.mags, c.sel, x, k)
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(k))
 		for _, i := range c.idx {
 			dst = binary.LittleEndian.AppendUint32(dst, uint32(i))
@@ -196,9 +197,9 @@ func (c *Compressor) encode(dst []byte, x []float32) []byte {
 				dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(x[i]))
 			}
 		} else {
-			vals := make([]float32, k)
-			for j, i := range c.idx {
-				vals[j] = x[i]
+			vals := c.sel[:0] // scratch no longer needed
+			for _, i := range c.idx {
+				vals = append(vals, x[i])
 			}
 			dst = appendQ8(dst, vals)
 		}
@@ -244,17 +245,17 @@ func readQ8(dst []float32, msg []byte, n int) ([]float32, error) {
 }
 
 // topK appends the indices of the k largest |x| to idx, in increasing
-// index order.
-func topK(idx []int32, x []float32, k int) []int32 {
+// index order; mags and sel are scratch buffers, returned grown.
+func topK(idx []int32, mags, sel []float32, x []float32, k int) ([]int32, []float32, []float32) {
 	if k == 0 {
-		return idx
+		return idx, mags, sel
 	}
 	// threshold by selection on magnitudes
-	mags := make([]float32, len(x))
-	for i, v := range x {
-		mags[i] = float32(math.Abs(float64(v)))
+	mags = mags[:0]
+	for _, v := range x {
+		mags = append(mags, float32(math.Abs(float64(v))))
 	}
-	sel := slices.Clone(mags)
+	sel = append(sel[:0], mags...)
 	th := quickselect(sel, len(sel)-k)
 	// take all strictly above, then fill with ties in index order
 	above := 0
@@ -272,7 +273,7 @@ func topK(idx []int32, x []float32, k int) []int32 {
 			idx = append(idx, int32(i))
 		}
 	}
-	return idx
+	return idx, mags, sel
 }
 
 // quickselect returns the k-th smallest element (0-based), reordering a.

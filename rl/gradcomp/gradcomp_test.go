@@ -293,7 +293,7 @@ func sgdRun(p *lsq, c *Compressor, steps int, seed uint64) float64 {
 func TestCompressedSGDConverges(t *testing.T) {
 	steps := 4000
 	if testing.Short() {
-		steps = 2000
+		steps = 1000
 	}
 	rng := rand.New(rand.NewPCG(5, 5))
 	p := newLSQ(rng, 512, 256)

@@ -44,8 +44,8 @@ func (m *MLP) Build(s *Scope, x *G.Node, B int) (*G.Node, *G.Node) {
 // Encoder.Tokens: row a holds the features of attribute a only.
 type TokenTransformer struct {
 	Tokens, Features, Dim, Heads, FF int
-	P                                 *Params
-	Name                              string
+	P                                *Params
+	Name                             string
 }
 
 // NewTokenTransformer makes the encoder.

@@ -7,7 +7,7 @@ const (
 	FlagDurationLimit             // duration above MaxDuration months (hard limit: veto)
 	FlagManyCredits               // MaxCredits or more existing credits
 	FlagNoBuffer                  // overdrawn checking, under 100 DM savings and amount above NoBufferAmount
-	NumRuleFlags = 5
+	NumRuleFlags      = 5
 )
 
 // Compliance is the rule engine of the compliance agent: affordability

@@ -346,3 +346,33 @@ func TestRealisedVol(t *testing.T) {
 		t.Fatal("window before start")
 	}
 }
+
+func ExampleAUC() {
+	score := []float64{0.9, 0.8, 0.3, 0.2, 0.6}
+	bad := []int{1, 0, 1, 0, 0}
+	fmt.Printf("%.4f\n", AUC(score, bad))
+	// Output: 0.6667
+}
+
+func ExampleReadARFF() {
+	rel, err := ReadARFF(strings.NewReader("@relation r\n@attribute a {x,y}\n@attribute b numeric\n@data\ny,2.5\nx,?\n"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(rel.Attrs[0].Values, rel.Rows)
+	// Output: [x y] [[1 2.5] [0 NaN]]
+}
+
+func ExampleStratifiedFolds() {
+	y := []int{0, 0, 0, 0, 1, 1, 0, 0, 1, 0}
+	for _, f := range StratifiedFolds(y, 2, 1) {
+		pos := 0
+		for _, i := range f {
+			pos += y[i]
+		}
+		fmt.Println(len(f), "applicants,", pos, "bad")
+	}
+	// Output:
+	// 5 applicants, 1 bad
+	// 5 applicants, 2 bad
+}

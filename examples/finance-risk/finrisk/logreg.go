@@ -90,4 +90,3 @@ func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
 
 // Sigmoid is the logistic function.
 func Sigmoid(z float64) float64 { return sigmoid(z) }
-

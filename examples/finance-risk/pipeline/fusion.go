@@ -14,6 +14,16 @@ import (
 type Fusion struct {
 	Att    *ensemble.Attention
 	Losses []float64 // training loss per epoch
+	inf    *fusionGraph
+	vm     G.VM
+}
+
+// Close releases the inference machine.
+func (fu *Fusion) Close() {
+	if fu.vm != nil {
+		fu.vm.Close()
+		fu.vm = nil
+	}
 }
 
 // FusionConfig configures TrainFusion.
@@ -155,12 +165,13 @@ func TrainFusion(o *Outputs, y []int, cfg FusionConfig) (*Fusion, error) {
 // over heads (n, M) of the examples of o.
 func (fu *Fusion) Predict(o *Outputs) (logit []float32, weights []float32, err error) {
 	B := 200
-	f, err := buildFusion(fu.Att, o.EmbDims(), B)
-	if err != nil {
-		return nil, nil, err
+	if fu.vm == nil {
+		if fu.inf, err = buildFusion(fu.Att, o.EmbDims(), B); err != nil {
+			return nil, nil, err
+		}
+		fu.vm = G.NewTapeMachine(fu.inf.g)
 	}
-	vm := G.NewTapeMachine(f.g)
-	defer vm.Close()
+	f, vm := fu.inf, fu.vm
 	M, H := NumMembers, fu.Att.Config().Heads
 	logit, weights = make([]float32, o.N), make([]float32, o.N*M)
 	idx := make([]int, o.N)

@@ -42,14 +42,24 @@ func QuickConfig() Config {
 
 // Members are the credit members trained on one set of applicants.
 type Members struct {
-	Enc       *finrisk.Encoder
-	TF        *agents.TokenTransformer
-	MLP       *agents.MLP
+	Enc          *finrisk.Encoder
+	TF           *agents.TokenTransformer
+	MLP          *agents.MLP
 	RuleA, RuleB float64 // calibration of the rule score: logit = A·score + B
-	Market    *MarketAgent
-	d         *Data
+	Market       *MarketAgent
+	d            *Data
 	// TFLoss and MLPLoss are the final training losses.
 	TFLoss, MLPLoss float64
+	tfInf, mlpInf   *agents.Infer // built on first use
+}
+
+// Close releases the inference machines.
+func (ms *Members) Close() {
+	if ms.tfInf != nil {
+		ms.tfInf.Close()
+		ms.mlpInf.Close()
+		ms.tfInf, ms.mlpInf = nil, nil
+	}
 }
 
 // TrainMembers trains the credit members on the applicants idx.
@@ -116,15 +126,14 @@ func (o *Outputs) EmbDims() []int { return o.EmbDim[:] }
 func (ms *Members) Outputs(rows [][]float64, idx []int) (*Outputs, error) {
 	n := len(rows)
 	o := &Outputs{N: n, Mask: make([]float32, n*NumMembers)}
-	tf := agents.NewInfer(ms.TF, 200)
-	defer tf.Close()
+	if ms.tfInf == nil {
+		ms.tfInf, ms.mlpInf = agents.NewInfer(ms.TF, 200), agents.NewInfer(ms.MLP, 200)
+	}
 	var err error
-	if o.Logit[Transformer], o.Emb[Transformer], err = tf.Run(ms.Enc.Tokens(rows), n); err != nil {
+	if o.Logit[Transformer], o.Emb[Transformer], err = ms.tfInf.Run(ms.Enc.Tokens(rows), n); err != nil {
 		return nil, err
 	}
-	mlp := agents.NewInfer(ms.MLP, 200)
-	defer mlp.Close()
-	if o.Logit[MLP], o.Emb[MLP], err = mlp.Run(ms.Enc.Matrix(rows), n); err != nil {
+	if o.Logit[MLP], o.Emb[MLP], err = ms.mlpInf.Run(ms.Enc.Matrix(rows), n); err != nil {
 		return nil, err
 	}
 	o.EmbDim[Transformer], o.EmbDim[MLP] = ms.TF.EmbDim(), ms.MLP.EmbDim()
@@ -192,6 +201,7 @@ func (o *Outputs) Permute(perm []int) *Outputs {
 // fused) and the results are averaged, so the fusion only ever sees
 // embeddings of the very networks it was trained with.
 type Cross struct {
+	// (Close releases the members' inference machines.)
 	Parts []*Members
 	// OOF are the out-of-fold outputs per row variant (Orig, SexFlipped,
 	// AgeFlipped, BothFlipped), in the order of the training indices.
@@ -237,6 +247,13 @@ func CrossFit(d *Data, mk *MarketAgent, idx []int, k int, cfg Config, seed uint6
 		cr.OOF[v] = all[v].Permute(inv)
 	}
 	return cr, nil
+}
+
+// Close releases the inference machines of every member set.
+func (cr *Cross) Close() {
+	for _, ms := range cr.Parts {
+		ms.Close()
+	}
 }
 
 // Outputs runs every member set on rows (of applicants idx).

@@ -1,0 +1,168 @@
+//go:build troupecuda
+
+package benchmarks
+
+// GPU benchmarks (build tag cuda): troupe's own CUDA kernels on the device.
+// Run on a GPU machine with
+//
+//	go test -tags cuda ./benchmarks -run '^$' -bench CUDA
+//
+// or through scripts/device-check.sh, which also runs the PyTorch CUDA anchor
+// (benchmarks/compare/cuda.py) and prints ratios. Sub-benchmark names are the
+// keys cuda.py joins on. NOTE: the test binary built with -tags cuda exits at
+// start-up (gorgonia.org/cu's init) on a machine without an NVIDIA driver and
+// GPU; with a driver but no device the benchmarks skip.
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/troupe-ml/troupe/cuda"
+)
+
+var (
+	cudaOnce sync.Once
+	cudaEng  *cuda.Engine
+	cudaErr  error
+)
+
+// cudaEngine returns one shared engine (module loading JIT-compiles the PTX,
+// which takes a moment), or skips.
+func cudaEngine(b *testing.B) *cuda.Engine {
+	b.Helper()
+	if !cuda.GPUPresent() {
+		b.Skip("skipped: no NVIDIA GPU (/dev/nvidia[0-9]* absent)")
+	}
+	cudaOnce.Do(func() { cudaEng, cudaErr = cuda.NewEngine(cuda.Options{}) })
+	if cudaErr != nil {
+		b.Fatalf("NewEngine: %v", cudaErr)
+	}
+	return cudaEng
+}
+
+func devRand(b *testing.B, e *cuda.Engine, n int, seed uint64, scale float64) cuda.Buffer {
+	b.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	h := make([]float32, n)
+	for i := range h {
+		h[i] = float32(scale * r.NormFloat64())
+	}
+	d, err := e.ToDevice(h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+func check(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkCUDAGemm: square C = A·B, FP32 on the CUDA cores and TF32 on the
+// tensor cores (compute capability 8.0+), reported in TFLOP/s (2n³ per product).
+func BenchmarkCUDAGemm(b *testing.B) {
+	for _, mode := range []string{"fp32", "tf32"} {
+		for _, n := range []int{1024, 2048, 4096, 8192} {
+			b.Run(fmt.Sprintf("%s/%d", mode, n), func(b *testing.B) {
+				e := cudaEngine(b)
+				e.SetTF32(mode == "tf32")
+				defer e.SetTF32(false)
+				if mode == "tf32" && !e.TF32() {
+					b.Skipf("skipped: TF32 needs compute capability 8.0+, have %d", e.ComputeCapability())
+				}
+				A, B, C := devRand(b, e, n*n, 1, 1), devRand(b, e, n*n, 2, 1), devRand(b, e, n*n, 3, 0)
+				defer func() { e.FreeBuffer(A); e.FreeBuffer(B); e.FreeBuffer(C) }()
+				check(b, e.Gemm(false, false, n, n, n, 1, A, n, B, n, 0, C, n)) // warm-up
+				check(b, e.Synchronize())
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					check(b, e.Gemm(false, false, n, n, n, 1, A, n, B, n, 0, C, n))
+				}
+				check(b, e.Synchronize())
+				b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkCUDAAttention: fused causal attention, B=4, H=16, D=64, forward
+// and forward+backward, in TFLOP/s counting the causal half of the work
+// (forward 2·2·B·H·T²·D/2; backward 2.5× the forward, FlashAttention's convention).
+func BenchmarkCUDAAttention(b *testing.B) {
+	const B, H, D = 4, 16, 64
+	for _, T := range []int{512, 1024, 2048, 4096} {
+		for _, pass := range []string{"fwd", "fwdbwd"} {
+			b.Run(fmt.Sprintf("%s/T%d", pass, T), func(b *testing.B) {
+				e := cudaEngine(b)
+				n := B * H * T * D
+				q, k, v, dout := devRand(b, e, n, 1, 1), devRand(b, e, n, 2, 1), devRand(b, e, n, 3, 1), devRand(b, e, n, 4, 1)
+				o, dq, dk, dv := devRand(b, e, n, 5, 0), devRand(b, e, n, 6, 0), devRand(b, e, n, 7, 0), devRand(b, e, n, 8, 0)
+				lse := devRand(b, e, B*H*T, 9, 0)
+				defer func() {
+					for _, x := range []cuda.Buffer{q, k, v, dout, o, dq, dk, dv, lse} {
+						e.FreeBuffer(x)
+					}
+				}()
+				scale := float32(1 / math.Sqrt(D))
+				run := func() {
+					check(b, e.Attention(o, lse, q, k, v, B*H, T, D, scale, true))
+					if pass == "fwdbwd" {
+						check(b, e.AttentionBackward(dq, dk, dv, q, k, v, o, dout, lse, B*H, T, D, scale, true))
+					}
+				}
+				run()
+				check(b, e.Synchronize())
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					run()
+				}
+				check(b, e.Synchronize())
+				flops := 2 * 2 * float64(B*H) * float64(T) * float64(T) * D / 2
+				if pass == "fwdbwd" {
+					flops *= 3.5
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkCUDABlockStep: one training step (forward, backward, AdamW) of a
+// causal pre-LN transformer block entirely on the GPU, for the CPU anchor's
+// shape (B=8, T=64, D=128, 4 heads) and a GPT-2-small-like one (B=16,
+// T=512, D=768, 12 heads); reports ms/step and tokens/s.
+func BenchmarkCUDABlockStep(b *testing.B) {
+	for _, c := range []cuda.BlockConfig{{B: 8, T: 64, D: 128, H: 4}, {B: 16, T: 512, D: 768, H: 12}} {
+		b.Run(fmt.Sprintf("B%d_T%d_D%d_H%d", c.B, c.T, c.D, c.H), func(b *testing.B) {
+			e := cudaEngine(b)
+			blk, err := cuda.NewBlock(e, c, 1)
+			check(b, err)
+			N := c.B * c.T * c.D
+			x, dy := devRand(b, e, N, 2, 1), devRand(b, e, N, 3, 1)
+			opt := cuda.AdamWConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+			step := func() {
+				_, err := blk.Forward(x)
+				check(b, err)
+				_, err = blk.Backward(dy)
+				check(b, err)
+				check(b, blk.Step(opt))
+			}
+			step()
+			check(b, e.Synchronize())
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				step()
+			}
+			check(b, e.Synchronize())
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(sec*1e3, "ms/step")
+			b.ReportMetric(float64(c.B*c.T)/sec, "tokens/s")
+		})
+	}
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# scripts/device-check.sh — the prepared GPU check for package cuda.
+#
+# Here (no GPU needed; needs the CUDA toolkit, scripts/install-cuda.sh):
+#   bash scripts/device-check.sh prepare
+# builds the test binaries of ./cuda and ./benchmarks with -tags troupecuda
+# (stripped) into out/devcheck/, with the PTX (also embedded in the binaries),
+# the PyTorch anchor script and this script. Then, on the GPU machine, with
+# out/devcheck carried along (the device tool's carry: ["out/devcheck"]):
+#   bash scripts/device-check.sh run
+# runs, in order and within ten minutes: nvidia-smi; the correctness tests
+# (every kernel against package tensor's CPU kernels or a float64 reference,
+# the device transformer block against a CPU mirror); the GPU benchmarks
+# (GEMM 1024–8192 FP32/TF32, attention, block training step); and, when
+# PyTorch with CUDA is importable, benchmarks/compare/cuda.py with the same
+# shapes, printing troupe/PyTorch ratios. Everything goes to
+# $OUT/results.txt (OUT defaults to out/devcheck/results).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+dc=out/devcheck
+TAG=troupecuda
+
+prepare() {
+	set -e
+	mkdir -p "$dc"
+	export CGO_LDFLAGS="${CGO_LDFLAGS:--L/usr/lib/x86_64-linux-gnu/stubs -L/usr/local/cuda/lib64/stubs}"
+	go test -tags "$TAG" -c -ldflags='-s -w' -o "$dc/cuda.test" ./cuda
+	go test -tags "$TAG" -c -ldflags='-s -w' -o "$dc/benchmarks.test" ./benchmarks
+	mkdir -p "$dc/ptx"
+	cp cuda/kernels/*.ptx "$dc/ptx/"
+	cp benchmarks/compare/cuda.py scripts/device-check.sh "$dc/"
+	git rev-parse HEAD >"$dc/commit" 2>/dev/null || true
+	du -sh "$dc"
+	echo "prepared $dc; on the GPU machine: bash scripts/device-check.sh run  (carry out/devcheck)"
+}
+
+run() {
+	OUT="${OUT:-$root/$dc/results}"
+	mkdir -p "$OUT"
+	res="$OUT/results.txt"
+	: >"$res"
+	log() { echo "$@" | tee -a "$res"; }
+	start=$(date +%s)
+	log "== troupe device check, commit $(cat "$dc/commit" 2>/dev/null), $(date -u)"
+	{ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv 2>&1 || nvidia-smi 2>&1; } | tee -a "$res"
+	log "== correctness: cuda.test (package cuda, -tags $TAG)"
+	(cd cuda && timeout 240 "../$dc/cuda.test" -test.v -test.count=1 -test.timeout=230s 2>&1) | tee "$OUT/tests.txt" |
+		grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' | tee -a "$res"
+	log "tests exit: ${PIPESTATUS[0]}"
+	log "== benchmarks: benchmarks.test -bench CUDA"
+	(cd benchmarks && timeout 270 "../$dc/benchmarks.test" -test.run='^$' -test.bench=CUDA -test.benchtime=1s -test.timeout=260s 2>&1) |
+		tee "$OUT/bench.txt" | tee -a "$res"
+	log "benchmarks exit: ${PIPESTATUS[0]}"
+	left=$((590 - ($(date +%s) - start)))
+	if [ "$left" -lt 30 ]; then
+		log "== PyTorch comparison skipped: only ${left}s left of the ten minutes"
+	elif python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+		log "== PyTorch CUDA anchor (benchmarks/compare/cuda.py), ${left}s left"
+		timeout "$((left - 5))" python3 "$dc/cuda.py" --go-bench "$OUT/bench.txt" 2>&1 | tee -a "$res"
+	else
+		log "== PyTorch comparison skipped: python3 cannot import torch with CUDA on this machine"
+	fi
+	log "== done in $(($(date +%s) - start))s"
+}
+
+case "${1:-prepare}" in
+prepare) prepare ;;
+run) run ;;
+*) echo "usage: $0 [prepare|run]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,128 @@
+package swarm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// rewardFromLogprobs rebuilds the sampled bytes from the logprobs of a
+// choice and scores their closeness to target.
+func rewardFromLogprobs(c ChatChoice, target, maxTokens int) float64 {
+	var toks []int
+	if c.LogProbs != nil {
+		for _, e := range c.LogProbs.Content {
+			toks = append(toks, e.Bytes...)
+		}
+	}
+	return closeness(toks, target, maxTokens)
+}
+
+// TestTwoServersIndependentRewards runs two servers of different sizes and
+// optimizers (a 66k-parameter bigram policy with Adam and a 131k-parameter
+// hashed trigram policy with SGD). One workflow claims an episode on each,
+// asks both models, and gives each model its own reward: model A is
+// rewarded for bytes near 'a', model B for bytes near 'z'. In phase 1 only A
+// trains (B's episodes are eval episodes); in phase 2 only B trains. Each
+// model's reward must rise while it trains, and the parameters of the model
+// that is not training must stay bit-identical.
+func TestTwoServersIndependentRewards(t *testing.T) {
+	ma := NewTabularModel(TabularConfig{Name: "small-adam", Order: 1, Optimizer: "adam", LR: 0.5, MaxGradNorm: 1, InitScale: 0.01, Seed: 11})
+	mb := NewTabularModel(TabularConfig{Name: "medium-sgd", Order: 2, Rows: 512, Optimizer: "sgd", LR: 30, InitScale: 0.01, Seed: 12})
+	if !(mb.Policy.NumParams() > ma.Policy.NumParams()) {
+		t.Fatal("model B should be larger")
+	}
+	tc := testTrainConfig(2, 8)
+	a := startServer(t, ma, tc, nil)
+	b := startServer(t, mb, tc, nil)
+	clients := []*Client{a.cli, b.cli}
+	targets := []int{'a', 'z'}
+	const maxTok = 2
+	rounds := 60
+	if testing.Short() {
+		rounds = 25
+	}
+	ctx := ctxT(t)
+	checksum := func(s *Server) (c uint64) {
+		s.WithModel(func(m Model) { c = m.(*TabularModel).Checksum() })
+		return
+	}
+
+	phase := func(train int) (first, last float64) {
+		opts := []BeginOptions{{Type: EpisodeEval}, {Type: EpisodeEval}}
+		opts[train].Type = EpisodeTrain
+		var curve []float64
+		for r := 0; r < rounds; r++ {
+			var mu sync.Mutex
+			var sum float64
+			var wg sync.WaitGroup
+			for k := 0; k < tc.BatchSize*tc.NumRepeat; k++ {
+				wg.Add(1)
+				go func(k int) {
+					defer wg.Done()
+					task := fmt.Sprintf("p%d-r%d-t%d", train, r, k%tc.BatchSize)
+					res, err := RunWorkflow(ctx, clients, opts, task, func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error) {
+						out := make([]WorkflowResult, len(eps))
+						for i, ep := range eps {
+							temp := 1.0
+							resp, err := ep.Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "task " + task}},
+								MaxTokens: maxTok, Temperature: &temp, Logprobs: true})
+							if err != nil {
+								return nil, err
+							}
+							out[i].Reward = rewardFromLogprobs(resp.Choices[0], targets[i], maxTok)
+						}
+						return out, nil
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					sum += res[train].Reward
+					mu.Unlock()
+				}(k)
+			}
+			wg.Wait()
+			curve = append(curve, sum/float64(tc.BatchSize*tc.NumRepeat))
+			// wait for this round's training step before the next round
+			srv := []*testServer{a, b}[train]
+			waitFor(t, "training step", func() bool {
+				st, _, g := srv.s.Status()
+				return st == StatusRolling && g >= int64(r+1)
+			})
+		}
+		n := 5
+		for i := 0; i < n; i++ {
+			first += curve[i] / float64(n)
+			last += curve[len(curve)-1-i] / float64(n)
+		}
+		return first, last
+	}
+
+	b0 := checksum(b.s)
+	first, last := phase(0)
+	t.Logf("phase 1: model A reward %.3f -> %.3f (step %d); model B checksum unchanged: %v", first, last, stepOf(a.s), checksum(b.s) == b0)
+	if !(last > first+0.08) {
+		t.Errorf("model A's reward did not rise: %.3f -> %.3f", first, last)
+	}
+	if checksum(b.s) != b0 || stepOf(b.s) != 0 {
+		t.Fatalf("model B's parameters changed while only A trained (step %d)", stepOf(b.s))
+	}
+
+	a1 := checksum(a.s)
+	first, last = phase(1)
+	t.Logf("phase 2: model B reward %.3f -> %.3f (step %d); model A checksum unchanged: %v", first, last, stepOf(b.s), checksum(a.s) == a1)
+	if !(last > first+0.08) {
+		t.Errorf("model B's reward did not rise: %.3f -> %.3f", first, last)
+	}
+	if checksum(a.s) != a1 || stepOf(a.s) != int64(rounds) {
+		t.Fatalf("model A's parameters changed while only B trained (step %d)", stepOf(a.s))
+	}
+	if a.s.OpenEpisodes() != 0 || b.s.OpenEpisodes() != 0 {
+		t.Fatal("episodes left open")
+	}
+}
+
+func stepOf(s *Server) int64 { _, _, g := s.Status(); return g }
