@@ -17,7 +17,7 @@ import (
 
 // lmModel hosts an nn.LM with the BPE tokenizer behind a swarm server: it
 // implements swarm.Model (chat template, sampling with behaviour
-// log-probabilities, GRPO training) and rl.Policy (for swarm.GRPO).
+// log-probabilities, GRPO training) and rl.Policy (for rl.GRPO).
 type lmModel struct {
 	name  string
 	lm    *nn.LM
@@ -25,7 +25,7 @@ type lmModel struct {
 	end   int
 	opt   nn.Optimizer
 	tr    *nn.LMTrainer
-	grpo  swarm.GRPO
+	grpo  *rl.GRPO
 	ver   int64
 	genMu sync.Mutex
 }
@@ -33,7 +33,8 @@ type lmModel struct {
 func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlLR float64) *lmModel {
 	opt := nn.NewAdamW(nn.Constant(rlLR), 0)
 	return &lmModel{name: name, lm: lm, tok: tok, end: tok.MustSpecialID(tokenizer.End), opt: opt,
-		tr: nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})}
+		grpo: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2}),
+		tr:   nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})}
 }
 
 func (m *lmModel) Name() string { return m.name }
@@ -100,7 +101,8 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 	if len(keep) == 0 {
 		return map[string]float64{"samples": 0}, nil
 	}
-	return m.grpo.Update(m, keep)
+	st, err := m.grpo.Update(m, keep)
+	return st.Map(), err
 }
 
 func (m *lmModel) Version() int64 { return m.ver }
