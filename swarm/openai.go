@@ -15,6 +15,10 @@ import (
 	"github.com/troupe-ml/troupe/rl"
 )
 
+// MaxEpisodeCompletions bounds the completions one episode may record (its
+// memory); further requests get 429.
+const MaxEpisodeCompletions = 4096
+
 // OpenAI chat-completions wire types (the subset this server implements).
 
 type chatMessageIn struct {
@@ -336,6 +340,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if ep == nil {
 		s.mu.Unlock()
 		openaiError(w, &apiError{status: http.StatusUnauthorized, msg: "invalid API key, or its episode has ended", code: "invalid_api_key"})
+		return
+	}
+	if ep.calls >= MaxEpisodeCompletions {
+		s.mu.Unlock()
+		openaiError(w, &apiError{status: http.StatusTooManyRequests, code: "episode_limit",
+			msg: fmt.Sprintf("an episode may make at most %d completions", MaxEpisodeCompletions)})
 		return
 	}
 	ep.inflight++
