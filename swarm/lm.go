@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/rl/policies"
 )
 
 // LMModelConfig configures an LMModel.
@@ -51,11 +52,25 @@ type LMModel struct {
 	lm      *nn.LM
 	opt     nn.Optimizer
 	trainer *nn.LMTrainer
+	pol     restoredLM
 	rlt     rl.Trainer
 	endID   int
-	version int64
 	genMu   sync.Mutex
 }
+
+// restoredLM is rl/policies.LM whose version continues from a checkpoint:
+// policies.LM counts applied steps from zero and has no setter, so the
+// version a checkpoint restores is kept here as an offset. Everything else
+// (log-probs, forward-backward, NaN/Inf skipping, the version growing only
+// when a step is applied) is policies.LM's.
+type restoredLM struct {
+	*policies.LM
+	base int64
+}
+
+// Version implements rl.Policy: the checkpoint's version plus the steps
+// applied since.
+func (p restoredLM) Version() int64 { return p.base + p.LM.Version() }
 
 var _ Model = (*LMModel)(nil)
 
@@ -121,8 +136,9 @@ func NewLMModel(cfg LMModelConfig) (*LMModel, error) {
 	if rlt == nil {
 		rlt = rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})
 	}
+	tr := nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: cfg.ClipNorm})
 	return &LMModel{cfg: cfg, tok: tok, lm: lm, opt: opt, rlt: rlt, endID: end,
-		trainer: nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: cfg.ClipNorm})}, nil
+		trainer: tr, pol: restoredLM{LM: policies.NewLM(lm, tr)}}, nil
 }
 
 // NewLMPreset returns the LMModel of a named preset.
@@ -214,38 +230,6 @@ func (m *LMModel) Generate(ctx context.Context, prompts [][]int, opts GenerateOp
 	return out, nil
 }
 
-// lmPolicy adapts the LM trainer to rl.Policy.
-type lmPolicy struct{ m *LMModel }
-
-func toSeq(batch []rl.Sample) []nn.SeqExample {
-	ex := make([]nn.SeqExample, len(batch))
-	for i, s := range batch {
-		ex[i] = nn.SeqExample{Prompt: s.Prompt, Target: s.Actions}
-	}
-	return ex
-}
-
-func (p lmPolicy) LogProbs(batch []rl.Sample) ([][]float32, error) {
-	return p.m.trainer.TokenLogProbs(toSeq(batch))
-}
-
-func (p lmPolicy) ForwardBackward(batch []rl.Sample, loss rl.LossFunc) error {
-	return p.m.trainer.ForwardBackward(toSeq(batch), func(logp [][]float32) (float64, [][]float32) {
-		l, d, _ := loss(logp, nil)
-		return l, d
-	})
-}
-
-func (p lmPolicy) Step() (rl.StepInfo, error) {
-	norm, skipped, err := p.m.trainer.Step()
-	if err == nil {
-		p.m.version++
-	}
-	return rl.StepInfo{GradNorm: norm, Skipped: skipped}, err
-}
-
-func (p lmPolicy) Version() int64 { return p.m.version }
-
 // Train implements Model.
 func (m *LMModel) Train(batch []rl.Sample) (map[string]float64, error) {
 	for i, s := range batch {
@@ -253,12 +237,13 @@ func (m *LMModel) Train(batch []rl.Sample) (map[string]float64, error) {
 			return nil, fmt.Errorf("swarm: sample %d of %d+%d tokens does not fit the %d-token context", i, len(s.Prompt), len(s.Actions), m.cfg.LM.MaxLen)
 		}
 	}
-	st, err := m.rlt.Update(lmPolicy{m}, batch)
+	st, err := m.rlt.Update(m.pol, batch)
 	return st.Map(), err
 }
 
-// Version implements Model.
-func (m *LMModel) Version() int64 { return m.version }
+// Version implements Model. A step skipped because of a NaN or Inf loss or
+// gradient does not count (rl/policies.LM semantics, as for TabularPolicy).
+func (m *LMModel) Version() int64 { return m.pol.Version() }
 
 // Checksum hashes the parameters.
 func (m *LMModel) Checksum() uint64 {
@@ -285,7 +270,7 @@ func (m *LMModel) Save(w io.Writer) error {
 		return err
 	}
 	path := filepath.Join(dir, "lm.safetensors")
-	meta := map[string]string{"swarm.version": strconv.FormatInt(m.version, 10), "swarm.name": m.cfg.Name, "tokenizer": string(tj)}
+	meta := map[string]string{"swarm.version": strconv.FormatInt(m.Version(), 10), "swarm.name": m.cfg.Name, "tokenizer": string(tj)}
 	if err := nn.SaveCheckpoint(path, m.lm.Store, m.opt, meta); err != nil {
 		return err
 	}
@@ -325,6 +310,6 @@ func (m *LMModel) Load(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("swarm: load LM: bad swarm.version %q", meta["swarm.version"])
 	}
-	m.version = v
+	m.pol.base = v - m.pol.LM.Version()
 	return nil
 }

@@ -2,7 +2,10 @@ package swarm
 
 import (
 	"bytes"
+	"math"
 	"testing"
+
+	"github.com/troupe-ml/troupe/rl"
 )
 
 // TestLMModelServesAndTrains serves the transformer preset lm-tiny through
@@ -65,5 +68,63 @@ func TestLMModelServesAndTrains(t *testing.T) {
 	}
 	if m2.Version() != 1 || m2.Checksum() != after {
 		t.Fatalf("LM checkpoint: version %d, checksum equal %v", m2.Version(), m2.Checksum() == after)
+	}
+}
+
+// nanTrainer is an rl.Trainer whose loss is NaN: one ForwardBackward and one
+// Step per Update.
+type nanTrainer struct{ info rl.StepInfo }
+
+func (n *nanTrainer) Update(p rl.Policy, batch []rl.Sample) (rl.Stats, error) {
+	err := p.ForwardBackward(batch, func(logp, _ [][]float32) (float64, [][]float32, [][]float32) {
+		d := make([][]float32, len(logp))
+		for i := range logp {
+			d[i] = make([]float32, len(logp[i]))
+			for j := range d[i] {
+				d[i][j] = float32(math.NaN())
+			}
+		}
+		return math.NaN(), d, nil
+	})
+	if err != nil {
+		return rl.Stats{}, err
+	}
+	n.info, err = p.Step()
+	return rl.Stats{}, err
+}
+
+// TestLMModelSkipsNonFiniteStep: a NaN loss is not an error of Train (the
+// rl/policies.LM adapter turns it into a skipped step), the parameters are
+// untouched, and the version (the swarm global step) does not grow — also
+// after a checkpoint restored a non-zero version.
+func TestLMModelSkipsNonFiniteStep(t *testing.T) {
+	cfg := LMPresets["lm-tiny"]
+	nt := &nanTrainer{}
+	cfg.Trainer = nt
+	m, err := NewLMModel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, _ := m.ChatPrompt([]Message{{Role: "user", Content: "hi"}})
+	batch := []rl.Sample{{TaskID: "t", Prompt: prompt, Actions: []int{prompt[0], prompt[1]}, LogProbs: []float32{-1, -1}, Reward: 1}}
+	// restore version 7 from a checkpoint of another model
+	src, _ := NewLMModel(LMPresets["lm-tiny"])
+	src.pol.base = 7
+	var buf bytes.Buffer
+	if err := src.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Load(&buf); err != nil {
+		t.Fatal(err)
+	}
+	before := m.Checksum()
+	if _, err := m.Train(batch); err != nil {
+		t.Fatalf("NaN loss: Train returned %v, want a skipped step", err)
+	}
+	if !nt.info.Skipped {
+		t.Fatalf("step not reported skipped: %+v", nt.info)
+	}
+	if m.Version() != 7 || m.Checksum() != before {
+		t.Fatalf("after a skipped step: version %d (want 7), parameters changed %v", m.Version(), m.Checksum() != before)
 	}
 }
