@@ -318,6 +318,14 @@ type ChatRequest struct {
 	Logprobs    bool          `json:"logprobs,omitempty"`
 	TopLogprobs int           `json:"top_logprobs,omitempty"`
 	Stream      bool          `json:"stream,omitempty"`
+	// StreamOptions is sent only by Stream.
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+}
+
+// StreamOptions are the stream_options of a streaming request.
+type StreamOptions struct {
+	// IncludeUsage asks for a last chunk with the token usage and no choices.
+	IncludeUsage bool `json:"include_usage"`
 }
 
 func (cc *ChatClient) newRequest(ctx context.Context, req ChatRequest) (*http.Request, error) {
@@ -336,7 +344,7 @@ func (cc *ChatClient) newRequest(ctx context.Context, req ChatRequest) (*http.Re
 
 // Create sends a non-streaming request.
 func (cc *ChatClient) Create(ctx context.Context, req ChatRequest) (*ChatResponse, error) {
-	req.Stream = false
+	req.Stream, req.StreamOptions = false, nil
 	hr, err := cc.newRequest(ctx, req)
 	if err != nil {
 		return nil, err
@@ -348,7 +356,10 @@ func (cc *ChatClient) Create(ctx context.Context, req ChatRequest) (*ChatRespons
 	return &out, nil
 }
 
-// Stream sends a streaming request and calls f for every chunk.
+// Stream sends a streaming request and calls f for every chunk as it
+// arrives. An error event in the stream (the server could not finish or
+// record the completion) is returned as an *HTTPError with status 0 and the
+// event as Body.
 func (cc *ChatClient) Stream(ctx context.Context, req ChatRequest, f func(ChatChunk) error) error {
 	req.Stream = true
 	hr, err := cc.newRequest(ctx, req)
@@ -375,11 +386,17 @@ func (cc *ChatClient) Stream(ctx context.Context, req ChatRequest, f func(ChatCh
 		if data == "[DONE]" {
 			return nil
 		}
-		var ch ChatChunk
-		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+		var ev struct {
+			ChatChunk
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
 			return fmt.Errorf("swarm: bad stream chunk: %w", err)
 		}
-		if err := f(ch); err != nil {
+		if len(ev.Error) > 0 && string(ev.Error) != "null" {
+			return &HTTPError{Body: data}
+		}
+		if err := f(ev.ChatChunk); err != nil {
 			return err
 		}
 	}

@@ -172,7 +172,8 @@ func TestAgentJetAndOpenAICompat(t *testing.T) {
 			t.Fatalf("chat with a closed episode's key: %d, want 401", code)
 		}
 	}
-	waitFor(t, "global step 1", func() bool { _, _, g := s.Status(); return g == 1 })
+	// the step counter grows before the engine is back to ROLLING: wait for both
+	waitFor(t, "global step 1", func() bool { st, _, g := s.Status(); return g == 1 && st == StatusRolling })
 
 	// AgentJet's abort_episode body
 	code, cl = rawPost(t, u+"/claim_episode", claimBody, nil)

@@ -92,11 +92,32 @@ type Model interface {
 	Load(r io.Reader) error
 }
 
-// decodeTokens concatenates the bytes of tokens, skipping special tokens.
-func decodeTokens(m Model, toks []int) string {
-	var b []byte
-	for _, t := range toks {
-		b = append(b, m.TokenBytes(t)...)
-	}
-	return string(b)
+// TokenEvent reports one sampled token of a streaming generation.
+type TokenEvent struct {
+	// Prompt is the index of the prompt (the choice) the token belongs to.
+	Prompt int
+	// Token and LogProb are what Generation.Tokens and Generation.LogProbs
+	// will hold at this position.
+	Token   int
+	LogProb float32
+	// Top are the alternatives when GenerateOptions.TopLogProbs > 0.
+	Top []TokenLogProb
+	// FinishReason is empty while the prompt's generation goes on and
+	// "stop" or "length" on its last token.
+	FinishReason string
+}
+
+// StreamGenerator is an optional interface of a Model that reports tokens
+// while it samples them; the server uses it for "stream": true so that the
+// first chunk reaches the client before sampling finishes. Models without
+// it are streamed after Generate returns.
+//
+// GenerateStream must return exactly what Generate returns for the same
+// arguments and random sources, and call emit (from the calling goroutine)
+// once per sampled token, in order per prompt, ending every prompt with an
+// event whose FinishReason is set. emit never blocks for long: the server
+// queues the events and writes them to the network from another goroutine,
+// so a slow client does not hold the model.
+type StreamGenerator interface {
+	GenerateStream(ctx context.Context, prompts [][]int, opts GenerateOptions, emit func(TokenEvent)) ([]Generation, error)
 }

@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/troupe-ml/troupe/rl"
 )
@@ -264,17 +264,6 @@ func (s *Server) parseChat(body []byte, maxResp int) (*chatParams, *apiError) {
 	if p.msgs, e = parseMessages(*req.Messages); e != nil {
 		return nil, e
 	}
-	mt := req.MaxCompletionTokens
-	field := "max_completion_tokens"
-	if mt == nil {
-		mt, field = req.MaxTokens, "max_tokens"
-	}
-	if mt != nil {
-		if *mt < 1 || *mt > maxResp {
-			return nil, badRequest(field, "must be in [1, %d], got %d", maxResp, *mt)
-		}
-		p.maxTokens = *mt
-	}
 	if req.Temperature != nil {
 		if !(*req.Temperature >= 0 && *req.Temperature <= 2) {
 			return nil, badRequest("temperature", "must be in [0, 2], got %v", *req.Temperature)
@@ -292,6 +281,24 @@ func (s *Server) parseChat(body []byte, maxResp int) (*chatParams, *apiError) {
 			return nil, badRequest("n", "must be in [1, %d], got %d", s.cfg.MaxN, *req.N)
 		}
 		p.n = *req.N
+	}
+	// n × max_tokens is the sampling work of the request: bounded.
+	mt := req.MaxCompletionTokens
+	field := "max_completion_tokens"
+	if mt == nil {
+		mt, field = req.MaxTokens, "max_tokens"
+	}
+	perChoice := max(1, s.cfg.MaxRequestTokens/p.n)
+	if mt != nil {
+		if *mt < 1 || *mt > maxResp {
+			return nil, badRequest(field, "must be in [1, %d], got %d", maxResp, *mt)
+		}
+		if *mt > perChoice {
+			return nil, badRequest(field, "n × %s = %d × %d exceeds this server's limit of %d sampled tokens per request", field, p.n, *mt, s.cfg.MaxRequestTokens)
+		}
+		p.maxTokens = *mt
+	} else {
+		p.maxTokens = min(maxResp, perChoice)
 	}
 	if p.stop, e = parseStop(req.Stop); e != nil {
 		return nil, e
@@ -383,6 +390,24 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			msg: fmt.Sprintf("prompt has %d tokens, more than the limit of %d", len(prompt), tc.MaxPromptTokens)})
 		return
 	}
+	// Reserve the episode's token budget for the worst case of this request.
+	reserve := len(prompt) + p.n*p.maxTokens
+	s.mu.Lock()
+	if ep.tokens+ep.reserved+reserve > s.cfg.MaxEpisodeTokens {
+		s.mu.Unlock()
+		openaiError(w, &apiError{status: http.StatusTooManyRequests, code: "episode_token_limit",
+			msg: fmt.Sprintf("this completion could record %d tokens (prompt %d + n %d × max_tokens %d); the episode holds %d of its limit of %d: end it and begin another",
+				reserve, len(prompt), p.n, p.maxTokens, ep.tokens+ep.reserved, s.cfg.MaxEpisodeTokens)})
+		return
+	}
+	ep.reserved += reserve
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		ep.reserved -= reserve
+		s.mu.Unlock()
+	}()
+
 	prompts := make([][]int, p.n)
 	rngs := make([]*rand.Rand, p.n)
 	for i := range prompts {
@@ -397,40 +422,56 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if p.logprobs {
 		opts.TopLogProbs = p.topLogprobs
 	}
-	var tails [][]byte
 	if len(p.stop) > 0 {
-		tails = make([][]byte, p.n)
-		maxStop := 0
-		for _, st := range p.stop {
-			maxStop = max(maxStop, len(st))
-		}
-		opts.Stop = func(i int, toks []int) bool {
-			tails[i] = append(tails[i], s.model.TokenBytes(toks[len(toks)-1])...)
-			win := tails[i]
-			if len(win) > maxStop+16 {
-				win = win[len(win)-maxStop-16:]
-			}
-			for _, st := range p.stop {
-				if bytes.Contains(win, []byte(st)) {
-					return true
-				}
-			}
-			return false
-		}
+		opts.Stop = stopFunc(s.model.TokenBytes, p.n, p.stop)
+	}
+
+	id := "chatcmpl-" + randHex(12)
+	created := time.Now().Unix()
+	model := s.model.Name()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var cs *chatStream
+	var emit func(TokenEvent)
+	if p.stream {
+		cs = newChatStream(s, w, cancel, p, id, created, model)
+		emit = cs.push
+		go cs.run()
 	}
 	s.modelMu.RLock()
 	version := s.model.Version()
-	gens, err := s.model.Generate(r.Context(), prompts, opts)
+	if cs != nil {
+		cs.setVersion(version)
+	}
+	gens, err := s.generate(ctx, prompts, opts, emit)
 	s.modelMu.RUnlock()
+	if cs != nil {
+		cs.close() // the writer has drained its queue; w is ours again
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client went away; nothing is recorded
+		if ctx.Err() != nil {
+			// The client went away (or a stream write failed) before the
+			// completion was finished: nothing is recorded.
+			return
 		}
-		openaiError(w, &apiError{status: http.StatusInternalServerError, msg: "generation failed: " + err.Error()})
+		e := &apiError{status: http.StatusInternalServerError, msg: "generation failed: " + err.Error()}
+		if cs != nil && cs.started {
+			cs.sendError(e)
+		} else {
+			openaiError(w, e)
+		}
 		return
 	}
 
-	// record under the episode
+	// Record under the episode, before the stream's [DONE]: a client that
+	// saw the whole completion may end the episode at once.
+	completion := 0
+	for _, g := range gens {
+		completion += len(g.Tokens)
+	}
 	s.mu.Lock()
 	recorded = true
 	ep.inflight--
@@ -440,46 +481,133 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		for _, g := range gens {
 			ep.samples = append(ep.samples, rl.Sample{Prompt: prompt, Actions: g.Tokens, LogProbs: g.LogProbs, Version: version})
 		}
+		ep.tokens += len(prompt) + completion
 	}
 	s.mu.Unlock()
 	if !open {
-		openaiError(w, &apiError{status: http.StatusConflict, msg: "the episode was closed while this completion was generated; its result was not recorded", code: "episode_closed"})
+		e := &apiError{status: http.StatusConflict, msg: "the episode was closed while this completion was generated; its result was not recorded", code: "episode_closed"}
+		if cs != nil && cs.started {
+			cs.sendError(e)
+		} else {
+			openaiError(w, e)
+		}
 		return
 	}
 
-	completion := 0
-	for _, g := range gens {
-		completion += len(g.Tokens)
-	}
 	s.m.tokens.WithLabelValues("prompt").Add(float64(len(prompt)))
 	s.m.tokens.WithLabelValues("completion").Add(float64(completion))
 	usage := &Usage{PromptTokens: len(prompt), CompletionTokens: completion, TotalTokens: len(prompt) + completion}
-	id := "chatcmpl-" + randHex(12)
-	created := time.Now().Unix()
-	fp := "troupe-v" + strconv.FormatInt(version, 10)
-	model := s.model.Name()
+	if cs != nil {
+		cs.finish(gens, usage)
+		return
+	}
 	w.Header().Set("X-Troupe-Param-Version", strconv.FormatInt(version, 10))
-
 	choices := make([]ChatChoice, len(gens))
 	for i, g := range gens {
-		content := decodeTokens(s.model, g.Tokens)
+		content, truncated := stopContent(tokenText(s.model, g.Tokens), p.stop)
 		finish := g.FinishReason
-		for _, st := range p.stop {
-			if k := strings.Index(content, st); k >= 0 {
-				content, finish = content[:k], "stop"
-			}
+		if truncated {
+			finish = "stop"
 		}
 		choices[i] = ChatChoice{Index: i, Message: ChatMessage{Role: "assistant", Content: content}, FinishReason: finish}
 		if p.logprobs {
 			choices[i].LogProbs = s.logprobsObject(g, 0, len(g.Tokens))
 		}
 	}
-	if !p.stream {
-		writeJSON(w, http.StatusOK, ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: model,
-			Choices: choices, Usage: usage, SystemFingerprint: fp})
-		return
+	writeJSON(w, http.StatusOK, ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: model,
+		Choices: choices, Usage: usage, SystemFingerprint: fingerprint(version)})
+}
+
+func fingerprint(version int64) string { return "troupe-v" + strconv.FormatInt(version, 10) }
+
+// generate runs the model (the caller holds modelMu for reading). With emit,
+// a StreamGenerator reports tokens as it samples them; any other model's
+// tokens are replayed to emit after Generate returns.
+func (s *Server) generate(ctx context.Context, prompts [][]int, opts GenerateOptions, emit func(TokenEvent)) ([]Generation, error) {
+	if emit == nil {
+		return s.model.Generate(ctx, prompts, opts)
 	}
-	s.streamChat(w, id, created, model, fp, gens, choices, p, usage)
+	if sg, ok := s.model.(StreamGenerator); ok {
+		return sg.GenerateStream(ctx, prompts, opts, emit)
+	}
+	gens, err := s.model.Generate(ctx, prompts, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i, g := range gens {
+		for t, tok := range g.Tokens {
+			ev := TokenEvent{Prompt: i, Token: tok}
+			if t < len(g.LogProbs) {
+				ev.LogProb = g.LogProbs[t]
+			}
+			if t < len(g.Top) {
+				ev.Top = g.Top[t]
+			}
+			if t == len(g.Tokens)-1 {
+				ev.FinishReason = g.FinishReason
+			}
+			emit(ev)
+		}
+	}
+	return gens, nil
+}
+
+// stopFunc returns the GenerateOptions.Stop of a request with stop
+// sequences: it ends a choice as soon as its text contains one of them.
+// Only the bytes that the newest token can complete are searched, the last
+// token's length plus the longest stop sequence minus one, so a stop that
+// spans several tokens, or a long token that contains a whole stop, is found.
+func stopFunc(tokenBytes func(int) []byte, n int, stops []string) func(int, []int) bool {
+	tails := make([][]byte, n)
+	maxStop := 0
+	for _, st := range stops {
+		maxStop = max(maxStop, len(st))
+	}
+	return func(i int, toks []int) bool {
+		if i < 0 || i >= n || len(toks) == 0 {
+			return false
+		}
+		b := tokenBytes(toks[len(toks)-1])
+		tails[i] = append(tails[i], b...)
+		win := tails[i]
+		if keep := maxStop - 1 + len(b); len(win) > keep {
+			win = win[len(win)-keep:]
+		}
+		// keep only what a later token can still need
+		if len(tails[i]) > 4*maxStop+256 {
+			tails[i] = append(tails[i][:0], tails[i][len(tails[i])-(maxStop-1):]...)
+		}
+		for _, st := range stops {
+			if bytes.Contains(win, []byte(st)) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// tokenText is the bytes of tokens without special tokens.
+func tokenText(m Model, toks []int) []byte {
+	var b []byte
+	for _, t := range toks {
+		b = append(b, m.TokenBytes(t)...)
+	}
+	return b
+}
+
+// stopContent cuts text before the earliest stop sequence (OpenAI leaves the
+// stop sequence out of the content) and says whether it did.
+func stopContent(text []byte, stops []string) (string, bool) {
+	cut := -1
+	for _, st := range stops {
+		if k := bytes.Index(text, []byte(st)); k >= 0 && (cut < 0 || k < cut) {
+			cut = k
+		}
+	}
+	if cut < 0 {
+		return string(text), false
+	}
+	return string(text[:cut]), true
 }
 
 func (s *Server) logprobsObject(g Generation, from, to int) *ChatLogProbs {
@@ -514,76 +642,6 @@ func bytesToInts(b []byte) []int {
 		out[i] = int(x)
 	}
 	return out
-}
-
-// streamChat writes the completion as OpenAI server-sent events: per choice a
-// role chunk, content chunks (whole UTF-8 characters, one or more tokens
-// each) and a finish chunk; then an optional usage chunk and "[DONE]". The
-// tiny models generate faster than a network round trip, so the events are
-// written after sampling.
-func (s *Server) streamChat(w http.ResponseWriter, id string, created int64, model, fp string, gens []Generation, choices []ChatChoice, p *chatParams, usage *Usage) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("Connection", "keep-alive")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	var buf bytes.Buffer
-	emit := func(c ChatChunk) {
-		b, _ := json.Marshal(c)
-		buf.WriteString("data: ")
-		buf.Write(b)
-		buf.WriteString("\n\n")
-	}
-	base := func(ch ...ChatChunkChoice) ChatChunk {
-		return ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: fp, Choices: ch}
-	}
-	empty := ""
-	for i, g := range gens {
-		emit(base(ChatChunkChoice{Index: i, Delta: ChatDelta{Role: "assistant", Content: &empty}}))
-		content := choices[i].Message.Content
-		emitted := 0
-		var pending []byte
-		first := 0
-		for t := range g.Tokens {
-			if emitted+len(pending) >= len(content) {
-				break
-			}
-			pending = append(pending, s.model.TokenBytes(g.Tokens[t])...)
-			if !utf8.Valid(pending) && len(pending) < 4 && t+1 < len(g.Tokens) {
-				continue
-			}
-			piece := string(pending)
-			if emitted+len(piece) > len(content) {
-				piece = piece[:len(content)-emitted]
-			}
-			c := ChatChunkChoice{Index: i, Delta: ChatDelta{Content: &piece}}
-			if p.logprobs {
-				c.LogProbs = s.logprobsObject(g, first, t+1)
-			}
-			emit(base(c))
-			emitted += len(piece)
-			pending = pending[:0]
-			first = t + 1
-		}
-		fr := choices[i].FinishReason
-		emit(base(ChatChunkChoice{Index: i, Delta: ChatDelta{}, FinishReason: &fr}))
-		if fl != nil && buf.Len() > 16<<10 {
-			w.Write(buf.Bytes())
-			buf.Reset()
-			fl.Flush()
-		}
-	}
-	if p.usage {
-		c := base()
-		c.Choices = []ChatChunkChoice{}
-		c.Usage = usage
-		emit(c)
-	}
-	buf.WriteString("data: [DONE]\n\n")
-	w.Write(buf.Bytes())
-	if fl != nil {
-		fl.Flush()
-	}
 }
 
 func randHex(n int) string {

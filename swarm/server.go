@@ -63,6 +63,16 @@ type ServerConfig struct {
 	ClosedMemory int
 	// MaxN bounds the n of a chat completion (16 when zero).
 	MaxN int
+	// MaxRequestTokens bounds n × max_tokens of one chat completion, the
+	// sampling work one request can ask for (16384 when zero). A request
+	// that sets max_tokens beyond it gets 400; one that leaves max_tokens
+	// out gets at most MaxRequestTokens/n tokens per choice.
+	MaxRequestTokens int
+	// MaxEpisodeTokens bounds the tokens one episode may record (prompt
+	// tokens once per completion plus all sampled tokens, the memory an
+	// episode holds until it ends; 1<<20 when zero). A completion that
+	// could exceed it gets 429 before anything is generated.
+	MaxEpisodeTokens int
 	// Logger receives the server's log; slog.Default() when nil.
 	Logger *slog.Logger
 	// Registry receives the server's Prometheus metrics; a fresh registry
@@ -116,6 +126,8 @@ type episode struct {
 	timeout                         time.Duration
 	inflight                        int
 	calls                           int
+	tokens                          int // prompt + sampled tokens recorded
+	reserved                        int // tokens reserved by completions in flight
 	samples                         []rl.Sample
 }
 
@@ -154,6 +166,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.MaxN <= 0 {
 		cfg.MaxN = 16
+	}
+	if cfg.MaxRequestTokens <= 0 {
+		cfg.MaxRequestTokens = 16384
+	}
+	if cfg.MaxEpisodeTokens <= 0 {
+		cfg.MaxEpisodeTokens = 1 << 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

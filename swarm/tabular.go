@@ -363,7 +363,8 @@ func (p *TabularPolicy) sample(r int, opts *GenerateOptions, rng *rand.Rand, ls,
 }
 
 // generate samples one continuation of prompt.
-func (p *TabularPolicy) generate(ctx context.Context, pi int, prompt []int, opts *GenerateOptions, rng *rand.Rand) (Generation, error) {
+// emit, when not nil, receives every token as it is sampled.
+func (p *TabularPolicy) generate(ctx context.Context, pi int, prompt []int, opts *GenerateOptions, rng *rand.Rand, emit func(TokenEvent)) (Generation, error) {
 	ls := make([]float64, ByteVocab)
 	probs := make([]float64, ByteVocab)
 	var idx []int
@@ -380,13 +381,24 @@ func (p *TabularPolicy) generate(ctx context.Context, pi int, prompt []int, opts
 		p1, p2 := prevTokens(seq, len(seq))
 		r := p.row(p1, p2)
 		tok, lp := p.sample(r, opts, rng, ls, probs, idx)
+		var top []TokenLogProb
 		if opts.TopLogProbs > 0 {
-			g.Top = append(g.Top, topK(ls, opts.TopLogProbs))
+			top = topK(ls, opts.TopLogProbs)
+			g.Top = append(g.Top, top)
 		}
 		seq = append(seq, tok)
 		g.Tokens = append(g.Tokens, tok)
 		g.LogProbs = append(g.LogProbs, lp)
+		fin := ""
 		if tok == EOS || (opts.Stop != nil && opts.Stop(pi, g.Tokens)) {
+			fin = "stop"
+		} else if t == opts.MaxTokens-1 {
+			fin = "length"
+		}
+		if emit != nil {
+			emit(TokenEvent{Prompt: pi, Token: tok, LogProb: lp, Top: top, FinishReason: fin})
+		}
+		if fin == "stop" {
 			g.FinishReason = "stop"
 			break
 		}
@@ -483,17 +495,29 @@ var byteTokens = func() []byte {
 
 // Generate implements Model.
 func (m *TabularModel) Generate(ctx context.Context, prompts [][]int, opts GenerateOptions) ([]Generation, error) {
+	return m.GenerateStream(ctx, prompts, opts, nil)
+}
+
+var _ StreamGenerator = (*TabularModel)(nil)
+
+// GenerateStream implements StreamGenerator: prompts are sampled one after
+// the other and every token is passed to emit (when not nil) as soon as it
+// is drawn. Cancellation is checked every 64 tokens.
+func (m *TabularModel) GenerateStream(ctx context.Context, prompts [][]int, opts GenerateOptions, emit func(TokenEvent)) ([]Generation, error) {
 	if len(opts.Rand) != len(prompts) {
 		return nil, fmt.Errorf("swarm: %d random sources for %d prompts", len(opts.Rand), len(prompts))
 	}
 	out := make([]Generation, len(prompts))
 	for i, pr := range prompts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		for _, t := range pr {
 			if t < 0 || t >= ByteVocab {
 				return nil, fmt.Errorf("swarm: prompt %d: token %d out of vocabulary", i, t)
 			}
 		}
-		g, err := m.Policy.generate(ctx, i, pr, &opts, opts.Rand[i])
+		g, err := m.Policy.generate(ctx, i, pr, &opts, opts.Rand[i], emit)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,331 @@
+package swarm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// chatStream writes a streamed chat completion as OpenAI server-sent events
+// while the model samples it.
+//
+// The model's goroutine (holding the server's model read lock) only queues
+// TokenEvents (push never blocks); a writer goroutine (run) turns them into
+// chunks, writes and flushes each one. So a client that reads slowly, or not
+// at all, never holds the model lock that training waits for; the queue is
+// bounded by the request's n × max_tokens. A failed write cancels the
+// generation.
+//
+// Content is emitted only where it is final:
+//   - whole UTF-8 characters: bytes of a character split across byte-level
+//     tokens are held until it is complete, so no chunk carries half a rune
+//     (bytes that can never form a character are passed on; JSON encodes
+//     each as U+FFFD, exactly as it does in the non-streamed content);
+//   - nothing that could be the start of a stop sequence: such bytes are
+//     held until the sequence is ruled out or completed (the content ends
+//     before a stop sequence, as without streaming).
+//
+// The concatenated deltas therefore equal the non-streamed content for the
+// same seed, and each choice's logprobs entries arrive with the content of
+// their tokens (all of them, stop sequence included, by the finish chunk).
+type chatStream struct {
+	s       *Server
+	w       http.ResponseWriter
+	fl      http.Flusher
+	cancel  context.CancelFunc
+	p       *chatParams
+	id      string
+	created int64
+	model   string
+	stops   [][]byte
+	maxStop int
+
+	mu      sync.Mutex
+	queue   []TokenEvent
+	closed  bool
+	version int64
+	wake    chan struct{}
+	done    chan struct{}
+
+	// owned by the writer goroutine until close returns, then by the handler
+	started bool // status and headers written
+	failed  bool // a write failed; nothing more is written
+	fp      string
+	choices []choiceStream
+}
+
+// choiceStream is the writer's state of one choice.
+type choiceStream struct {
+	started, finished bool
+	text              []byte // bytes of all tokens so far
+	ends              []int  // byte offset after each token
+	emitted           int    // bytes of text sent as content
+	lpFrom            int    // first token whose logprobs entry is not sent
+	g                 Generation
+}
+
+func newChatStream(s *Server, w http.ResponseWriter, cancel context.CancelFunc, p *chatParams, id string, created int64, model string) *chatStream {
+	cs := &chatStream{s: s, w: w, cancel: cancel, p: p, id: id, created: created, model: model,
+		wake: make(chan struct{}, 1), done: make(chan struct{}), choices: make([]choiceStream, p.n)}
+	cs.fl, _ = w.(http.Flusher)
+	for _, st := range p.stop {
+		cs.stops = append(cs.stops, []byte(st))
+		cs.maxStop = max(cs.maxStop, len(st))
+	}
+	return cs
+}
+
+// setVersion records the parameter version (before the first push).
+func (cs *chatStream) setVersion(v int64) {
+	cs.mu.Lock()
+	cs.version = v
+	cs.mu.Unlock()
+}
+
+// push queues one token event; called by the model's goroutine.
+func (cs *chatStream) push(ev TokenEvent) {
+	cs.mu.Lock()
+	cs.queue = append(cs.queue, ev)
+	cs.mu.Unlock()
+	select {
+	case cs.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close lets the writer drain what is queued and waits for it to return.
+func (cs *chatStream) close() {
+	cs.mu.Lock()
+	cs.closed = true
+	cs.mu.Unlock()
+	select {
+	case cs.wake <- struct{}{}:
+	default:
+	}
+	<-cs.done
+}
+
+// run is the writer goroutine.
+func (cs *chatStream) run() {
+	defer close(cs.done)
+	var batch []TokenEvent
+	for {
+		cs.mu.Lock()
+		for len(cs.queue) == 0 && !cs.closed {
+			cs.mu.Unlock()
+			<-cs.wake
+			cs.mu.Lock()
+		}
+		batch, cs.queue = cs.queue, batch[:0]
+		closed := cs.closed
+		cs.fp = fingerprint(cs.version)
+		cs.mu.Unlock()
+		for _, ev := range batch {
+			cs.token(ev)
+		}
+		clear(batch) // drop references to Top slices
+		if closed {
+			return
+		}
+	}
+}
+
+func (cs *chatStream) chunk(ch ...ChatChunkChoice) ChatChunk {
+	return ChatChunk{ID: cs.id, Object: "chat.completion.chunk", Created: cs.created, Model: cs.model,
+		SystemFingerprint: cs.fp, Choices: ch}
+}
+
+// send writes one event and flushes it.
+func (cs *chatStream) send(v any) {
+	if cs.failed {
+		return
+	}
+	if !cs.started {
+		h := cs.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("Connection", "keep-alive")
+		h.Set("X-Troupe-Param-Version", strconv.FormatInt(cs.version, 10))
+		cs.w.WriteHeader(http.StatusOK)
+		cs.started = true
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(`{"error":{"message":"encoding chunk failed","type":"server_error"}}`)
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(b) + 8)
+	buf.WriteString("data: ")
+	buf.Write(b)
+	buf.WriteString("\n\n")
+	if _, err := cs.w.Write(buf.Bytes()); err != nil {
+		cs.failed = true
+		cs.cancel() // the client is gone: stop generating
+		return
+	}
+	if cs.fl != nil {
+		cs.fl.Flush()
+	}
+}
+
+// token handles one sampled token.
+func (cs *chatStream) token(ev TokenEvent) {
+	if ev.Prompt < 0 || ev.Prompt >= len(cs.choices) {
+		return
+	}
+	i := ev.Prompt
+	ch := &cs.choices[i]
+	if ch.finished {
+		return
+	}
+	cs.add(i, ev)
+	if ev.FinishReason != "" {
+		cs.finishChoice(i, ev.FinishReason)
+		return
+	}
+	safe := cs.safeEnd(ch)
+	if safe > ch.emitted {
+		piece := string(ch.text[ch.emitted:safe])
+		c := ChatChunkChoice{Index: i, Delta: ChatDelta{Content: &piece}}
+		if cs.p.logprobs {
+			j := ch.lpFrom
+			for j < len(ch.ends) && ch.ends[j] <= safe {
+				j++
+			}
+			c.LogProbs = cs.s.logprobsObject(ch.g, ch.lpFrom, j)
+			ch.lpFrom = j
+		}
+		cs.send(cs.chunk(c))
+		ch.emitted = safe
+	}
+}
+
+// add appends a token to choice i, sending its role chunk first.
+func (cs *chatStream) add(i int, ev TokenEvent) {
+	ch := &cs.choices[i]
+	if !ch.started {
+		empty := ""
+		cs.send(cs.chunk(ChatChunkChoice{Index: i, Delta: ChatDelta{Role: "assistant", Content: &empty}}))
+		ch.started = true
+	}
+	ch.g.Tokens = append(ch.g.Tokens, ev.Token)
+	ch.g.LogProbs = append(ch.g.LogProbs, ev.LogProb)
+	ch.g.Top = append(ch.g.Top, ev.Top)
+	ch.text = append(ch.text, cs.s.model.TokenBytes(ev.Token)...)
+	ch.ends = append(ch.ends, len(ch.text))
+}
+
+// safeEnd is how far the choice's text is final: before any suffix that
+// could begin a stop sequence, and at a character boundary.
+func (cs *chatStream) safeEnd(ch *choiceStream) int {
+	b := ch.text
+	limit := len(b)
+	for k := max(ch.emitted, len(b)-cs.maxStop+1); k < len(b); k++ {
+		if cs.stopPrefix(b[k:]) {
+			limit = k
+			break
+		}
+	}
+	i := ch.emitted
+	for i < limit && utf8.FullRune(b[i:]) {
+		_, n := utf8.DecodeRune(b[i:])
+		if i+n > limit {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// stopPrefix says whether x is a proper prefix of a stop sequence.
+func (cs *chatStream) stopPrefix(x []byte) bool {
+	for _, st := range cs.stops {
+		if len(x) < len(st) && bytes.HasPrefix(st, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// finishChoice sends the rest of choice i's content (cut before a stop
+// sequence), its remaining logprobs and its finish chunk.
+func (cs *chatStream) finishChoice(i int, reason string) {
+	ch := &cs.choices[i]
+	if !ch.started {
+		empty := ""
+		cs.send(cs.chunk(ChatChunkChoice{Index: i, Delta: ChatDelta{Role: "assistant", Content: &empty}}))
+		ch.started = true
+	}
+	content, cut := stopContent(ch.text, cs.p.stop)
+	if cut {
+		reason = "stop"
+	}
+	rest := ""
+	if ch.emitted < len(content) {
+		rest = content[ch.emitted:]
+	}
+	c := ChatChunkChoice{Index: i, Delta: ChatDelta{Content: &rest}}
+	if cs.p.logprobs {
+		c.LogProbs = cs.s.logprobsObject(ch.g, ch.lpFrom, len(ch.g.Tokens))
+		ch.lpFrom = len(ch.g.Tokens)
+	}
+	if rest != "" || (c.LogProbs != nil && len(c.LogProbs.Content) > 0) {
+		cs.send(cs.chunk(c))
+	}
+	ch.emitted = len(content)
+	cs.send(cs.chunk(ChatChunkChoice{Index: i, Delta: ChatDelta{}, FinishReason: &reason}))
+	ch.finished = true
+}
+
+// finish completes the stream after the completion was recorded: choices
+// whose events did not end them are completed from gens, then the usage
+// chunk (stream_options.include_usage) and [DONE] follow.
+func (cs *chatStream) finish(gens []Generation, usage *Usage) {
+	for i := range cs.choices {
+		if i >= len(gens) || cs.choices[i].finished {
+			continue
+		}
+		g := gens[i]
+		for t := len(cs.choices[i].g.Tokens); t < len(g.Tokens); t++ {
+			ev := TokenEvent{Prompt: i, Token: g.Tokens[t]}
+			if t < len(g.LogProbs) {
+				ev.LogProb = g.LogProbs[t]
+			}
+			if t < len(g.Top) {
+				ev.Top = g.Top[t]
+			}
+			cs.add(i, ev)
+		}
+		reason := g.FinishReason
+		if reason == "" {
+			reason = "length"
+		}
+		cs.finishChoice(i, reason)
+	}
+	if cs.p.usage {
+		c := cs.chunk()
+		c.Choices = []ChatChunkChoice{}
+		c.Usage = usage
+		cs.send(c)
+	}
+	if cs.failed {
+		return
+	}
+	if _, err := cs.w.Write([]byte("data: [DONE]\n\n")); err == nil && cs.fl != nil {
+		cs.fl.Flush()
+	}
+}
+
+// sendError ends a stream that has begun with an OpenAI error event (the
+// official SDKs raise it); no [DONE] follows.
+func (cs *chatStream) sendError(e *apiError) {
+	typ := "server_error"
+	if e.status < 500 {
+		typ = "invalid_request_error"
+	}
+	cs.send(map[string]any{"error": map[string]any{"message": e.msg, "type": typ, "code": e.code, "param": nil}})
+}
