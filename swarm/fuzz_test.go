@@ -81,11 +81,13 @@ func FuzzSwarmEndpoints(f *testing.F) {
 // FuzzChatCompletions throws arbitrary bodies at /v1/chat/completions with
 // a valid episode key.
 func FuzzChatCompletions(f *testing.F) {
-	s, _, _, key := fuzzServer(f)
+	s, _, id, key := fuzzServer(f)
 	seeds := []string{
 		`{"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "n": 2, "seed": 3, "logprobs": true, "top_logprobs": 3, "stop": ["a", "b"], "temperature": 0.7, "top_p": 0.5}`,
 		`{"messages": [{"role": "system", "content": [{"type": "text", "text": "s"}]}, {"role": "assistant", "content": null}], "stream": true, "stream_options": {"include_usage": true}}`,
 		`{"messages": [{"role": "user", "content": "x"}], "temperature": 0, "max_completion_tokens": 16, "stop": "\n"}`,
+		`{"messages": [{"role": "user", "content": "é"}], "stream": true, "n": 3, "max_tokens": 5, "stop": ["\u00e9", "ab"], "logprobs": true, "top_logprobs": 1, "temperature": 2}`,
+		`{"messages": [{"role": "user", "content": "x"}], "n": 16, "max_completion_tokens": 16, "stream": true, "stop": "\ufffd"}`,
 		`{"messages": [{"role": "user", "content": 5}]}`, `{"messages": "hi"}`, `{"messages": [{}]}`, `{"n": -1}`, `{"seed": -9223372036854775808, "messages": [{"role":"user","content":""}]}`,
 	}
 	for _, sd := range seeds {
@@ -93,6 +95,13 @@ func FuzzChatCompletions(f *testing.F) {
 	}
 	hdr := map[string]string{"Authorization": "Bearer " + key}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		// keep the episode under its completion and token limits so that
+		// every input reaches parsing and generation
+		s.mu.Lock()
+		if ep := s.episodes[id]; ep != nil {
+			ep.calls, ep.tokens, ep.samples = 0, 0, nil
+		}
+		s.mu.Unlock()
 		serveNoRecover(t, s, "POST", "/v1/chat/completions", body, hdr)
 	})
 }
