@@ -61,8 +61,22 @@
 //   - sync_train_config reads a YAML subset: the ajet keys listed at
 //     TrainConfig.ApplyYAML plus troupe.max_staleness,
 //     troupe.drain_timeout_s and troupe.checkpoint_every.
-//   - Streaming sends the events after sampling finishes (the served models
-//     are small); chunk framing and fields follow OpenAI's.
+//   - Streaming: chunk framing and fields follow OpenAI's. Models that
+//     implement StreamGenerator (TabularModel) are streamed token by token
+//     as they sample; others (LMModel: nn.LM.Generate has no per-token
+//     hook) are streamed after sampling. A chunk holds whole UTF-8
+//     characters and never text that may begin a stop sequence, so the
+//     deltas concatenate to the non-streamed content. A completion is
+//     recorded in its episode only if sampling finished while the client
+//     was still connected, and before [DONE] is sent; a client that
+//     disconnects mid-stream stops the sampling and leaves no record. If
+//     the episode closes mid-stream, the stream ends with an OpenAI error
+//     event ({"error": {...}}, code episode_closed) and no [DONE].
+//   - Work bounds: n ≤ MaxN, max_tokens ≤ max_response_length and
+//     n × max_tokens ≤ MaxRequestTokens (400 naming the field; without
+//     max_tokens the n choices share MaxRequestTokens); an episode records
+//     at most MaxEpisodeTokens tokens and MaxEpisodeCompletions
+//     completions (then 429).
 //   - Logprobs are those of the model at temperature 1 without top-p (the
 //     behaviour log-probs training needs), also when sampling used another
 //     temperature; the end-of-sequence token is not listed.
