@@ -119,6 +119,8 @@ func serve(args []string) error {
 	repeat := fs.Int("num-repeat", 0, "episodes per task (overrides the config)")
 	autostart := fs.Bool("autostart", false, "start the engine at once instead of waiting for start_engine")
 	maxBody := fs.Int64("max-body-bytes", 1<<20, "request body limit")
+	maxReq := fs.Int("max-request-tokens", 16384, "n × max_tokens limit of one chat completion")
+	maxEp := fs.Int("max-episode-tokens", 1<<20, "tokens one episode may record (prompt + sampled)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -165,7 +167,7 @@ func serve(args []string) error {
 			dir = filepath.Join(dir, fmt.Sprintf("%s-%d", sp.model, sp.port))
 		}
 		s, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: tc, PublicURL: *publicURL, AdminToken: admin,
-			CheckpointDir: dir, MaxBodyBytes: *maxBody, Logger: log})
+			CheckpointDir: dir, MaxBodyBytes: *maxBody, MaxRequestTokens: *maxReq, MaxEpisodeTokens: *maxEp, Logger: log})
 		if err != nil {
 			return err
 		}
