@@ -128,6 +128,9 @@ func toyCorpus(rng *rand.Rand, n, length, vocab int) []SeqExample {
 // bar is a held-out loss below 0.6 nats, well under the bigram bound, which
 // no model that ignores the context beyond one token can reach.
 func TestLMLearnsToyCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("training run; skipped with -short (it runs in the normal suite)")
+	}
 	rng := rand.New(rand.NewPCG(5, 5))
 	cfg := LMConfig{Vocab: 16, Dim: 32, Layers: 2, Heads: 2, MaxLen: 16, Positions: Learned}
 	store := NewStore(11)
