@@ -625,7 +625,7 @@ func LSTMLayerOp(proj, wh, mask *G.Node) *G.Node {
 			}
 			kern.VecSigmoid(gt, z)
 			for b := 0; b < B; b++ {
-				gr := gt[b*H4:(b+1)*H4]
+				gr := gt[b*H4 : (b+1)*H4]
 				for j := 2 * H; j < 3*H; j++ {
 					gr[j] = 2*gr[j] - 1
 				}
