@@ -291,7 +291,8 @@ type LossFunc func(vals []float32) (loss float64, grad []float32)
 // the upstream gradient). It lets losses computed in plain Go — the
 // policy-gradient objectives of package rl, for instance — drive Gorgonia's
 // backward pass. fn is called once per forward run; to change it between
-// runs without rebuilding the graph pass a *LossFunc and reassign it.
+// runs without rebuilding the graph pass a *LossFunc and reassign it. The
+// vals slice fn receives is reused by later runs: copy it to keep it.
 func ExternalLoss(x *G.Node, fn *LossFunc) *G.Node {
 	n := x.Shape().TotalSize()
 	vals := make([]float32, n)
