@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/troupe-ml/troupe/examples/translation/grader"
+	"github.com/troupe-ml/troupe/nn"
+	"github.com/troupe-ml/troupe/nn/tokenizer"
+)
+
+// metrics of one system on the test split.
+type metrics struct {
+	N                   int
+	ChrF                float64 // mean sentence chrF
+	PlaceholderAcc      float64 // sentences with placeholders, fraction preserved
+	TermAcc             float64 // glossary terms (that the reference uses) present
+	RuleViolations      float64 // pronoun + abbreviation issues per sentence
+	Quality             float64 // TranslationQualityGrader, normalised (small model's reward)
+	DetP, DetR, DetF1   float64 // detector precision/recall/F1 over all items
+	JSONValid           float64 // fraction of detector outputs that are valid JSON
+	Detection           float64 // ProperNounDetectionGrader, normalised (larger model's reward)
+	FinalTagRate        float64 // fraction of agent-3 outputs with <final_result>
+	placeholderSentence int
+}
+
+// generate runs greedy generation for a batch of chat prompts.
+func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
+	end := tok.MustSpecialID(tokenizer.End)
+	out := make([]string, len(msgs))
+	const chunk = 32
+	for s := 0; s < len(msgs); s += chunk {
+		var prompts [][]int
+		var idx []int
+		for i := s; i < min(s+chunk, len(msgs)); i++ {
+			p, err := tok.ApplyChat(msgs[i], true)
+			if err != nil {
+				return nil, err
+			}
+			if len(p) >= lm.Config.MaxLen-1 {
+				p = p[len(p)-(lm.Config.MaxLen-2):] // keep the end (the open assistant turn)
+			}
+			prompts = append(prompts, p)
+			idx = append(idx, i)
+		}
+		// Bound by the longest prompt of the chunk.
+		longest := 0
+		for _, p := range prompts {
+			longest = max(longest, len(p))
+		}
+		mt := min(maxTok, lm.Config.MaxLen-longest)
+		gens, err := lm.Generate(prompts, nn.GenerateOptions{MaxTokens: max(mt, 1), StopTokens: []int{end}})
+		if err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		for j, g := range gens {
+			out[idx[j]] = tok.DecodeSkipSpecial(g.Tokens)
+		}
+	}
+	return out, nil
+}
+
+// evaluate runs agent 1 alone and the full workflow greedily on tasks.
+func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, err error) {
+	var m1, m2, m3 [][]tokenizer.Message
+	for _, t := range tasks {
+		m1 = append(m1, msgsTranslate(t.En))
+	}
+	rough, err := generate(small, e.tok, m1, e.maxTok)
+	if err != nil {
+		return
+	}
+	for i, t := range tasks {
+		m2 = append(m2, msgsDetect(t.En, clip(rough[i], e.maxRough)))
+	}
+	det, err := generate(large, e.tok, m2, e.maxTok)
+	if err != nil {
+		return
+	}
+	for i, t := range tasks {
+		m3 = append(m3, msgsFinal(t.En, clip(rough[i], e.maxRough), clip(det[i], e.maxDet)))
+	}
+	fin, err := generate(small, e.tok, m3, e.maxTok+16)
+	if err != nil {
+		return
+	}
+	var tp, fp, fn float64
+	for i, t := range tasks {
+		e.scoreText(&alone, t, rough[i])
+		final, ok := grader.ExtractFinal(fin[i])
+		if ok {
+			flow.FinalTagRate++
+		}
+		e.scoreText(&flow, t, final)
+		flow.Quality += e.qg.Grade(t.En, t.Ref, fin[i]).Normalised - e.qg.GradeText(t.En, t.Ref, final, grader.Result{}).Normalised
+		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truthErrors(t, rough[i]))
+		flow.Detection += d.Normalised
+		flow.JSONValid += d.Parts["json_valid"]
+		tp += d.Parts["tp"]
+		fp += d.Parts["fp"]
+		fn += d.Parts["fn"]
+	}
+	finish := func(m *metrics) {
+		n := float64(len(tasks))
+		m.N = len(tasks)
+		m.ChrF /= n
+		m.TermAcc = m.TermAcc / max(1, float64(e.termCount(tasks)))
+		if m.placeholderSentence > 0 {
+			m.PlaceholderAcc /= float64(m.placeholderSentence)
+		}
+		m.RuleViolations /= n
+		m.Quality /= n
+		m.Detection /= n
+		m.JSONValid /= n
+		m.FinalTagRate /= n
+	}
+	finish(&alone)
+	finish(&flow)
+	if tp+fp > 0 {
+		flow.DetP = tp / (tp + fp)
+	}
+	if tp+fn > 0 {
+		flow.DetR = tp / (tp + fn)
+	}
+	if flow.DetP+flow.DetR > 0 {
+		flow.DetF1 = 2 * flow.DetP * flow.DetR / (flow.DetP + flow.DetR)
+	}
+	return
+}
+
+func (e *env) termCount(tasks []task) int {
+	n := 0
+	for _, t := range tasks {
+		n += len(t.Terms)
+	}
+	return n
+}
+
+// scoreText accumulates the sentence-level metrics of a bare translation.
+func (e *env) scoreText(m *metrics, t task, hyp string) {
+	m.ChrF += grader.ChrF(hyp, t.Ref)
+	if ph := grader.Placeholders(t.En); len(ph) > 0 {
+		m.placeholderSentence++
+		if strings.Join(grader.Placeholders(hyp), " ") == strings.Join(ph, " ") {
+			m.PlaceholderAcc++
+		}
+	}
+	for _, term := range t.Terms {
+		if strings.Contains(hyp, term.Zh) {
+			m.TermAcc++
+		}
+	}
+	r := e.qg.GradeText(t.En, t.Ref, hyp, grader.Result{})
+	for _, is := range r.Issues {
+		if is.Rule == grader.RulePronoun || is.Rule == grader.RuleAbbreviation {
+			m.RuleViolations++
+		}
+	}
+	m.Quality += r.Normalised
+}

@@ -1,0 +1,248 @@
+// Command translation runs the three-agent English→Chinese translation
+// workflow on two swarm servers: agent 1 (small model) translates, agent 2
+// (larger model) lists terminology errors as JSON, agent 3 (small model)
+// writes the final translation; each server trains its model with GRPO on
+// its own grader's reward. See README.md and notes/translation.md.
+//
+//	go run ./examples/translation -quick
+//	go run ./examples/translation -steps 20 -out out/translation
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/troupe-ml/troupe/examples/translation/corpus"
+	"github.com/troupe-ml/troupe/examples/translation/grader"
+	"github.com/troupe-ml/troupe/nn/tokenizer"
+	"github.com/troupe-ml/troupe/swarm"
+)
+
+type env struct {
+	tok    *tokenizer.Tokenizer
+	qg     *grader.TranslationQualityGrader
+	maxTok int
+	// maxRough and maxDet bound (in runes) the rough translation and the
+	// detector's JSON passed to the next agent.
+	maxRough, maxDet int
+	// sharedReward gives agent 2 the final translation's quality reward
+	// instead of its own detection reward (the sweep's second arm).
+	sharedReward bool
+}
+
+type options struct {
+	quick                           bool
+	smallDim, smallLayers, largeDim int
+	largeLayers, maxLen, vocab      int
+	warmSteps, warmBatch            int
+	warmLR, rlLR                    float64
+	steps, batch, repeats           int
+	ports, servers, out             string
+	evalN, maxEn, maxZh             int
+	seed                            uint64
+	sharedReward                    bool
+	sweep                           bool
+	cacheDir                        string // warm-start cache; default <out>/cache
+	finalFrac, roughNoise           float64
+}
+
+func main() {
+	var o options
+	flag.BoolVar(&o.quick, "quick", false, "a run of well under a minute (tiny models, 2 RL steps per server)")
+	flag.IntVar(&o.smallDim, "small-dim", 48, "width of the small model (agents 1 and 3)")
+	flag.IntVar(&o.smallLayers, "small-layers", 2, "layers of the small model")
+	flag.IntVar(&o.largeDim, "large-dim", 64, "width of the larger model (agent 2)")
+	flag.IntVar(&o.largeLayers, "large-layers", 2, "layers of the larger model")
+	flag.IntVar(&o.maxLen, "max-len", 128, "context length of both models")
+	flag.IntVar(&o.vocab, "vocab", 768, "BPE vocabulary size")
+	flag.IntVar(&o.warmSteps, "warm-steps", 1200, "supervised warm-start steps per model")
+	flag.IntVar(&o.warmBatch, "warm-batch", 16, "warm-start batch size")
+	flag.Float64Var(&o.warmLR, "warm-lr", 3e-3, "warm-start peak learning rate")
+	flag.Float64Var(&o.rlLR, "rl-lr", 2e-4, "GRPO learning rate")
+	flag.IntVar(&o.steps, "steps", 30, "GRPO steps per server")
+	flag.IntVar(&o.batch, "batch", 4, "tasks per GRPO step")
+	flag.IntVar(&o.repeats, "repeats", 4, "episodes per task (GRPO group size)")
+	flag.StringVar(&o.ports, "ports", "10086,10087", "ports of the small and larger model's servers")
+	flag.StringVar(&o.servers, "servers", "", "host:port,host:port of servers already running elsewhere (no local servers, no local evaluation)")
+	flag.StringVar(&o.out, "out", "out/translation", "output folder (report, plots, checkpoint cache)")
+	flag.IntVar(&o.evalN, "eval", 200, "test sentences to evaluate (0 = all)")
+	flag.IntVar(&o.maxEn, "max-en", 48, "longest English source used (bytes)")
+	flag.IntVar(&o.maxZh, "max-zh", 24, "longest Chinese reference used (characters)")
+	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
+	flag.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
+	flag.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
+	flag.Float64Var(&o.finalFrac, "final-frac", 0.5, "fraction of agent-3 examples in the small model's warm start")
+	flag.Float64Var(&o.roughNoise, "rough-noise", 0, "fraction of agent-3 warm-start examples whose rough translation is also corrupted")
+	flag.Parse()
+	if o.quick {
+		o.applyQuick()
+	}
+	if o.sweep {
+		if err := sweep(o); err != nil {
+			fmt.Fprintln(os.Stderr, "translation:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if _, err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "translation:", err)
+		os.Exit(1)
+	}
+}
+
+// applyQuick sets the -quick configuration: tiny models, a few warm-start
+// steps and two GRPO steps per server.
+func (o *options) applyQuick() {
+	o.smallDim, o.smallLayers, o.largeDim, o.largeLayers = 16, 1, 24, 1
+	o.maxLen, o.vocab, o.warmSteps, o.warmBatch = 96, 320, 6, 8
+	o.steps, o.batch, o.repeats, o.evalN = 2, 2, 2, 16
+	o.maxEn, o.maxZh = 32, 16
+}
+
+var t0 = time.Now()
+
+func logf(f string, a ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] "+f+"\n", append([]any{time.Since(t0).Seconds()}, a...)...)
+}
+
+func run(o options) (*report, error) {
+	d, err := corpus.Load()
+	if err != nil {
+		return nil, err
+	}
+	train := makeTasks(d.Train, d.Glossary, o.maxEn, o.maxZh)
+	test := makeTasks(d.Test, d.Glossary, o.maxEn, o.maxZh)
+	if o.evalN > 0 && len(test) > o.evalN {
+		test = test[:o.evalN]
+	}
+	logf("data: %d train / %d test tasks (of %d/%d pairs), glossary %d terms, %d acronyms",
+		len(train), len(test), len(d.Train), len(d.Test), len(d.Glossary.Terms), len(d.Acronyms))
+	tok, err := trainTokenizer(train, d.Glossary, o.vocab)
+	if err != nil {
+		return nil, err
+	}
+	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, sharedReward: o.sharedReward}
+	cache := o.cacheDir
+	if cache == "" {
+		cache = filepath.Join(o.out, "cache")
+	}
+	mix := warmMix{FinalFrac: o.finalFrac, RoughNoise: o.roughNoise}
+	small, lossS, err := warmStart("small", modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen}, mix, o.warmSteps, o.warmBatch, o.warmLR, o.seed, train, tok, d.Glossary, cache, logf)
+	if err != nil {
+		return nil, err
+	}
+	large, lossL, err := warmStart("large", modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen}, warmMix{}, o.warmSteps, o.warmBatch, o.warmLR, o.seed+1, train, tok, d.Glossary, cache, logf)
+	if err != nil {
+		return nil, err
+	}
+	rep := &report{opts: o, lossSmall: lossS, lossLarge: lossL, nTrain: len(train), nTest: len(test)}
+	local := o.servers == ""
+	if local {
+		logf("evaluating warm start on %d test sentences", len(test))
+		if rep.aloneBefore, rep.flowBefore, err = e.evaluate(small, large, test); err != nil {
+			return nil, err
+		}
+	}
+
+	// Servers.
+	var addrs []string
+	var servers []*swarm.Server
+	if local {
+		ms := newLMModel("small", small, tok, o.rlLR)
+		ml := newLMModel("large", large, tok, o.rlLR)
+		ports := strings.Split(o.ports, ",")
+		if len(ports) != 2 {
+			return nil, fmt.Errorf("-ports wants two ports, got %q", o.ports)
+		}
+		for i, m := range []swarm.Model{ms, ml} {
+			cfg := swarm.DefaultTrainConfig()
+			cfg.BatchSize, cfg.NumRepeat, cfg.MaxStaleness = o.batch, o.repeats, 1
+			cfg.MaxResponseTokens = e.maxTok + 16
+			srv, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: cfg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			if err != nil {
+				return nil, err
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:"+ports[i])
+			if err != nil {
+				return nil, fmt.Errorf("server %d: %w (use -ports)", i, err)
+			}
+			go http.Serve(ln, srv.Handler())
+			if err := srv.Start(); err != nil {
+				return nil, err
+			}
+			defer srv.Close()
+			servers = append(servers, srv)
+			addrs = append(addrs, ln.Addr().String())
+		}
+	} else {
+		addrs = strings.Split(o.servers, ",")
+		if len(addrs) != 2 {
+			return nil, fmt.Errorf("-servers wants host:port,host:port, got %q", o.servers)
+		}
+	}
+	clients := []*swarm.Client{swarm.NewClient("http://" + addrs[0]), swarm.NewClient("http://" + addrs[1])}
+	logf("swarm servers: small model at %s, larger model at %s", addrs[0], addrs[1])
+
+	// GRPO rounds: each round gives each server one training batch.
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(o.seed, 5))
+	bar := progressbar.NewOptions(o.steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
+	for step := 0; step < o.steps; step++ {
+		batch := make([]task, o.batch)
+		for i := range batch {
+			batch[i] = train[r.IntN(len(train))]
+		}
+		st := time.Now()
+		rs, rl, err := e.rlRound(ctx, clients, batch, o.repeats, r, step)
+		if err != nil {
+			return nil, fmt.Errorf("RL step %d: %w", step, err)
+		}
+		var gs [2]int64
+		if local {
+			// Wait until both servers trained on this round.
+			for i, s := range servers {
+				for {
+					_, _, g := s.Status()
+					if g >= int64(step+1) {
+						gs[i] = g
+						break
+					}
+					if time.Since(st) > 90*time.Second {
+						return nil, errors.New("server did not train within 90 s")
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}
+		rep.steps = append(rep.steps, stepRow{Step: step + 1, RewardSmall: rs, RewardLarge: rl, GlobalSmall: gs[0], GlobalLarge: gs[1], Seconds: time.Since(st).Seconds()})
+		bar.Add(1)
+		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d) | reward large %.3f (server step %d)\n",
+			time.Since(t0).Seconds(), step+1, rs, gs[0], rl, gs[1])
+	}
+	if local {
+		for _, s := range servers {
+			s.Stop()
+		}
+		logf("evaluating after RL")
+		if rep.aloneAfter, rep.flowAfter, err = e.evaluate(small, large, test); err != nil {
+			return nil, err
+		}
+	}
+	rep.seconds = time.Since(t0).Seconds()
+	if err := rep.write(o.out); err != nil {
+		return nil, err
+	}
+	logf("report: %s", filepath.Join(o.out, "report.md"))
+	return rep, nil
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/troupe-ml/troupe/nn"
+	"github.com/troupe-ml/troupe/nn/tokenizer"
+	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm"
+)
+
+// lmModel hosts an nn.LM with the BPE tokenizer behind a swarm server: it
+// implements swarm.Model (chat template, sampling with behaviour
+// log-probabilities, GRPO training) and rl.Policy (for rl.GRPO).
+type lmModel struct {
+	name  string
+	lm    *nn.LM
+	tok   *tokenizer.Tokenizer
+	end   int
+	opt   nn.Optimizer
+	tr    *nn.LMTrainer
+	grpo  *rl.GRPO
+	ver   int64
+	genMu sync.Mutex
+}
+
+func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlLR float64) *lmModel {
+	opt := nn.NewAdamW(nn.Constant(rlLR), 0)
+	return &lmModel{name: name, lm: lm, tok: tok, end: tok.MustSpecialID(tokenizer.End), opt: opt,
+		grpo: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2}),
+		tr:   nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})}
+}
+
+func (m *lmModel) Name() string { return m.name }
+
+func (m *lmModel) ChatPrompt(msgs []swarm.Message) ([]int, error) {
+	tm := make([]tokenizer.Message, len(msgs))
+	for i, x := range msgs {
+		tm[i] = tokenizer.Message{Role: x.Role, Content: x.Content}
+	}
+	return m.tok.ApplyChat(tm, true)
+}
+
+func (m *lmModel) TokenBytes(t int) []byte {
+	if t < 0 || t >= m.tok.VocabSize() || m.tok.IsSpecial(t) {
+		return nil
+	}
+	return m.tok.TokenBytes(t)
+}
+
+func (m *lmModel) Generate(ctx context.Context, prompts [][]int, opts swarm.GenerateOptions) ([]swarm.Generation, error) {
+	out := make([]swarm.Generation, len(prompts))
+	for i, p := range prompts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(p) > m.lm.Config.MaxLen-4 {
+			// Keep the end (the open assistant turn); the server's sample
+			// then exceeds MaxLen and Train leaves it out.
+			p = p[len(p)-(m.lm.Config.MaxLen-4):]
+		}
+		maxTok := max(1, min(opts.MaxTokens, m.lm.Config.MaxLen-len(p)))
+		var seed uint64
+		if i < len(opts.Rand) && opts.Rand[i] != nil {
+			seed = opts.Rand[i].Uint64()
+		}
+		m.genMu.Lock()
+		g, err := m.lm.Generate([][]int{p}, nn.GenerateOptions{Temperature: opts.Temperature, TopP: opts.TopP,
+			MaxTokens: maxTok, StopTokens: []int{m.end}, Seed: seed})
+		m.genMu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		gen := swarm.Generation{Tokens: g[0].Tokens, LogProbs: g[0].LogProbs, FinishReason: g[0].FinishReason}
+		if opts.Stop != nil {
+			for k := 1; k <= len(gen.Tokens); k++ {
+				if opts.Stop(i, gen.Tokens[:k]) {
+					gen.Tokens, gen.LogProbs, gen.FinishReason = gen.Tokens[:k], gen.LogProbs[:k], "stop"
+					break
+				}
+			}
+		}
+		out[i] = gen
+	}
+	return out, nil
+}
+
+func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
+	var keep []rl.Sample
+	for _, s := range batch {
+		if len(s.Prompt) > 0 && len(s.Actions) > 0 && len(s.Prompt)+len(s.Actions) <= m.lm.Config.MaxLen {
+			keep = append(keep, s)
+		}
+	}
+	if len(keep) == 0 {
+		return map[string]float64{"samples": 0}, nil
+	}
+	st, err := m.grpo.Update(m, keep)
+	return st.Map(), err
+}
+
+func (m *lmModel) Version() int64 { return m.ver }
+
+func seqs(b []rl.Sample) []nn.SeqExample {
+	out := make([]nn.SeqExample, len(b))
+	for i, s := range b {
+		out[i] = nn.SeqExample{Prompt: s.Prompt, Target: s.Actions}
+	}
+	return out
+}
+
+// LogProbs implements rl.Policy.
+func (m *lmModel) LogProbs(b []rl.Sample) ([][]float32, error) { return m.tr.TokenLogProbs(seqs(b)) }
+
+// ForwardBackward implements rl.Policy.
+func (m *lmModel) ForwardBackward(b []rl.Sample, loss rl.LossFunc) error {
+	return m.tr.ForwardBackward(seqs(b), func(lp [][]float32) (float64, [][]float32) {
+		l, d, _ := loss(lp, nil)
+		return l, d
+	})
+}
+
+// Step implements rl.Policy.
+func (m *lmModel) Step() (rl.StepInfo, error) {
+	n, skipped, err := m.tr.Step()
+	if err == nil {
+		m.ver++
+	}
+	return rl.StepInfo{GradNorm: n, Skipped: skipped}, err
+}
+
+func (m *lmModel) Save(w io.Writer) error {
+	dir, err := os.MkdirTemp("", "troupe-lm")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "m.safetensors")
+	tj, _ := m.tok.MarshalJSON()
+	if err := nn.SaveCheckpoint(p, m.lm.Store, m.opt, map[string]string{"version": strconv.FormatInt(m.ver, 10), "tokenizer": string(tj)}); err != nil {
+		return err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+func (m *lmModel) Load(r io.Reader) error {
+	f, err := os.CreateTemp("", "troupe-lm-*.safetensors")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	f.Close()
+	meta, err := nn.LoadCheckpoint(f.Name(), m.lm.Store, m.opt)
+	if err != nil {
+		return err
+	}
+	v, err := strconv.ParseInt(meta["version"], 10, 64)
+	if err != nil {
+		return fmt.Errorf("translation: checkpoint without version: %w", err)
+	}
+	m.ver = v
+	return nil
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+type stepRow struct {
+	Step                     int
+	RewardSmall, RewardLarge float64
+	GlobalSmall, GlobalLarge int64
+	Seconds                  float64
+}
+
+type report struct {
+	opts                    options
+	lossSmall, lossLarge    float64
+	nTrain, nTest           int
+	aloneBefore, flowBefore metrics
+	aloneAfter, flowAfter   metrics
+	steps                   []stepRow
+	seconds                 float64
+}
+
+func (r *report) plot(path string) error {
+	p := plot.New()
+	p.Title.Text = "GRPO training reward per step (each model's own grader)"
+	p.X.Label.Text = "step"
+	p.Y.Label.Text = "mean normalised reward"
+	var s, l plotter.XYs
+	for _, row := range r.steps {
+		s = append(s, plotter.XY{X: float64(row.Step), Y: row.RewardSmall})
+		l = append(l, plotter.XY{X: float64(row.Step), Y: row.RewardLarge})
+	}
+	ls, err := plotter.NewLine(s)
+	if err != nil {
+		return err
+	}
+	ll, err := plotter.NewLine(l)
+	if err != nil {
+		return err
+	}
+	ll.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+	p.Add(ls, ll)
+	p.Legend.Add("small model (translation quality)", ls)
+	p.Legend.Add("larger model (term detection)", ll)
+	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
+
+func row(name string, m metrics, flow bool) string {
+	s := fmt.Sprintf("| %s | %.4f | %.3f | %.3f | %.3f | %.4f |", name, m.ChrF, m.PlaceholderAcc, m.TermAcc, m.RuleViolations, m.Quality)
+	if flow {
+		s += fmt.Sprintf(" %.3f | %.3f | %.3f | %.3f | %.4f | %.3f |", m.DetP, m.DetR, m.DetF1, m.JSONValid, m.Detection, m.FinalTagRate)
+	} else {
+		s += " – | – | – | – | – | – |"
+	}
+	return s
+}
+
+func (r *report) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	png := filepath.Join(dir, "rewards.png")
+	if len(r.steps) > 0 {
+		if err := r.plot(png); err != nil {
+			return err
+		}
+	}
+	var b strings.Builder
+	o := r.opts
+	fmt.Fprintf(&b, "# Translation workflow report\n\n")
+	fmt.Fprintf(&b, "Command options: quick=%v small=%dx%d large=%dx%d max-len=%d vocab=%d warm-steps=%d warm-batch=%d steps=%d batch=%d repeats=%d seed=%d\n\n",
+		o.quick, o.smallDim, o.smallLayers, o.largeDim, o.largeLayers, o.maxLen, o.vocab, o.warmSteps, o.warmBatch, o.steps, o.batch, o.repeats, o.seed)
+	fmt.Fprintf(&b, "Tasks: %d train, %d test (test split, never trained on). Wall time %.1f s.\n\n", r.nTrain, r.nTest, r.seconds)
+	fmt.Fprintf(&b, "Warm-start final loss (mean of last 20 steps; -1 = loaded from cache): small %.3f, large %.3f\n\n", r.lossSmall, r.lossLarge)
+	fmt.Fprintf(&b, "## Test split (greedy decoding)\n\n")
+	fmt.Fprintf(&b, "| system | chrF | placeholder acc | term acc | rule violations/sent | quality reward | det P | det R | det F1 | JSON valid | detection reward | <final_result> rate |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintln(&b, row("agent 1 alone (warm start)", r.aloneBefore, false))
+	fmt.Fprintln(&b, row("workflow, no RL (warm start)", r.flowBefore, true))
+	fmt.Fprintln(&b, row("agent 1 alone (after RL)", r.aloneAfter, false))
+	fmt.Fprintln(&b, row("workflow after RL", r.flowAfter, true))
+	fmt.Fprintf(&b, "\nEach model's own reward on the test split: small (quality) %.4f → %.4f; larger (detection) %.4f → %.4f.\n\n",
+		r.flowBefore.Quality, r.flowAfter.Quality, r.flowBefore.Detection, r.flowAfter.Detection)
+	fmt.Fprintf(&b, "## GRPO steps (training reward, sampled at temperature 1)\n\n![rewards](rewards.png)\n\n| step | reward small | server step | reward large | server step | seconds |\n|---|---|---|---|---|---|\n")
+	for _, s := range r.steps {
+		fmt.Fprintf(&b, "| %d | %.4f | %d | %.4f | %d | %.1f |\n", s.Step, s.RewardSmall, s.GlobalSmall, s.RewardLarge, s.GlobalLarge, s.Seconds)
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
