@@ -66,3 +66,13 @@ for topic in $TOPICS; do
 	echo "== $topic"
 	"$PY" "$here/table.py" "$tmp/$topic.txt"
 done
+
+# ---- nn (added by the nn helper) -------------------------------------------
+# Transformer block / small LM training steps, LSTM fwd+bwd and KV-cache
+# generation: troupe vs the same graphs in plain Gorgonia vs PyTorch, one
+# thread each, CPU-time and wall-clock tables. NN=0 skips it.
+if [ "${NN:-1}" != 0 ]; then
+	echo
+	echo "== nn (benchmarks/compare/nn.py; Go side GOMAXPROCS=1, -benchtime 10x)"
+	OPENBLAS_CORETYPE=SkylakeX "$PY" "$here/nn.py" --go-test "$tmp/bench.test"
+fi
