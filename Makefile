@@ -3,7 +3,7 @@
 #   make test   vet and test everything (what CI runs)
 GO      ?= go
 # Packages whose tests run under the race detector (the concurrent ones).
-RACE_PKGS ?= ./tensor/... ./rl/...
+RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/...
 
 .PHONY: all test vet demo bench bench-compare data clean test-cuda-build ptx
 
@@ -32,7 +32,7 @@ test-cuda-build:
 		$(GO) vet -tags $(CUDA_TAG) ./...; \
 		$(GO) build -tags $(CUDA_TAG) ./...; \
 		d=$$(mktemp -d); $(GO) test -tags $(CUDA_TAG) -c -o $$d/ ./cuda ./benchmarks; rm -rf $$d; \
-		TROUPE_PTXAS=1 $(GO) test -count=1 -run '^TestPTXAssembles$$$$' ./cuda; \
+		TROUPE_PTXAS=1 $(GO) test -count=1 -run '^TestPTXAssembles$$' ./cuda; \
 	else \
 		echo "skipped: CUDA headers not found (cuda.h): -tags $(CUDA_TAG) not vetted or built; scripts/install-cuda.sh installs them"; \
 	fi

@@ -343,3 +343,37 @@ func BenchmarkDenseAddBias(b *testing.B) {
 		report(b, rows*cols, 12)
 	})
 }
+
+func naiveAdamW(p, g, m, v []float32, lr, b1, b2, eps, wd float64, step int) {
+	c1 := 1 - math.Pow(b1, float64(step))
+	c2 := 1 - math.Pow(b2, float64(step))
+	for i := range p {
+		gi := float64(g[i])
+		mi := b1*float64(m[i]) + (1-b1)*gi
+		vi := b2*float64(v[i]) + (1-b2)*gi*gi
+		m[i], v[i] = float32(mi), float32(vi)
+		p[i] = float32(float64(p[i])*(1-lr*wd) - lr*(mi/c1)/(math.Sqrt(vi/c2)+eps))
+	}
+}
+
+// BenchmarkAdamW updates one million parameters (the size of a small
+// transformer) per op; elements/s counts parameters.
+func BenchmarkAdamW(b *testing.B) {
+	const n = 1 << 20
+	p, g := benchData(n, 13), benchData(n, 14)
+	m, v := make([]float32, n), make([]float32, n)
+	hp := tensor.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 10}
+	b.Run("troupe", func(b *testing.B) {
+		for b.Loop() {
+			tensor.AdamW(p, g, m, v, hp)
+		}
+		report(b, n, 28) // read p, g, m, v; write p, m, v
+		reportVsNaive(b, "adamw", func() { naiveAdamW(p, g, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, 10) })
+	})
+	b.Run("naive", func(b *testing.B) {
+		for b.Loop() {
+			naiveAdamW(p, g, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, 10)
+		}
+		report(b, n, 28)
+	})
+}

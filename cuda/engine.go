@@ -194,9 +194,9 @@ func (e *Engine) SetTF32(on bool) { e.tf32 = on && e.cc >= 80 }
 // Allocator returns the engine's caching allocator (for its statistics).
 func (e *Engine) Allocator() *CachingAllocator { return e.alloc }
 
-// Close synchronises, frees cached memory, unloads the modules and releases
-// the primary context. Buffers still live are leaked to the context's
-// destruction.
+// Close synchronises, frees cached memory, unloads the modules and destroys
+// the engine's default stream. The device's primary context stays retained
+// (it is shared by the process); live Buffers stay allocated.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
@@ -356,9 +356,7 @@ func (e *Engine) ToDevice(host []float32) (Buffer, error) {
 	if len(host) == 0 {
 		return b, nil
 	}
-	err = e.do(func() error {
-		return cu.MemcpyHtoD(b.dptr(), unsafe.Pointer(&host[0]), int64(len(host))*4)
-	})
+	err = e.htod(b.dptr(), unsafe.Pointer(&host[0]), int64(len(host))*4)
 	if err != nil {
 		e.FreeBuffer(b)
 		return Buffer{}, fmt.Errorf("cuda: copy %d floats to device: %w", len(host), err)
@@ -379,7 +377,7 @@ func (e *Engine) IDsToDevice(ids []int) (Buffer, error) {
 	if err != nil || len(h) == 0 {
 		return b, err
 	}
-	err = e.do(func() error { return cu.MemcpyHtoD(b.dptr(), unsafe.Pointer(&h[0]), int64(len(h))*4) })
+	err = e.htod(b.dptr(), unsafe.Pointer(&h[0]), int64(len(h))*4)
 	if err != nil {
 		e.FreeBuffer(b)
 		return Buffer{}, fmt.Errorf("cuda: copy %d ids to device: %w", len(h), err)
@@ -387,7 +385,8 @@ func (e *Engine) IDsToDevice(ids []int) (Buffer, error) {
 	return b, nil
 }
 
-// Upload copies host into the existing device buffer dst (len(host) ≤ dst.Len()).
+// Upload copies host into the existing device buffer dst (len(host) ≤
+// dst.Len()), ordered after the work already queued on the engine's stream.
 func (e *Engine) Upload(dst Buffer, host []float32) error {
 	if len(host) > dst.Len() {
 		panic(fmt.Sprintf("cuda: Upload of %d floats into a %d-element buffer", len(host), dst.Len()))
@@ -395,24 +394,17 @@ func (e *Engine) Upload(dst Buffer, host []float32) error {
 	if len(host) == 0 {
 		return nil
 	}
-	// Ordered after queued work on the stream that may still read dst.
-	if err := e.Synchronize(); err != nil {
-		return err
-	}
-	return e.do(func() error { return cu.MemcpyHtoD(dst.dptr(), unsafe.Pointer(&host[0]), int64(len(host))*4) })
+	return e.htod(dst.dptr(), unsafe.Pointer(&host[0]), int64(len(host))*4)
 }
 
-// ToHost waits for the engine's stream, then copies min(len(dst), src.Len())
-// elements of src to dst.
+// ToHost copies min(len(dst), src.Len()) elements of src to dst after all
+// work queued on the engine's stream, and waits for them.
 func (e *Engine) ToHost(dst []float32, src Buffer) error {
 	n := min(len(dst), src.Len())
-	if err := e.Synchronize(); err != nil {
-		return fmt.Errorf("cuda: synchronise before copy to host: %w", err)
-	}
 	if n == 0 {
-		return nil
+		return e.Synchronize()
 	}
-	return e.do(func() error { return cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), src.dptr(), int64(n)*4) })
+	return e.dtoh(unsafe.Pointer(&dst[0]), src.dptr(), int64(n)*4)
 }
 
 // HostCopy returns a new host slice with the contents of src.
@@ -440,8 +432,8 @@ func (e *Engine) DenseToDevice(t *tensor.Dense) (*tensor.Dense, error) {
 	if !ok {
 		return nil, fmt.Errorf("cuda: DenseToDevice: tensor data is %T", t.Data())
 	}
-	if !t.IsMaterializable() && !t.DataOrder().IsContiguous() {
-		return nil, fmt.Errorf("cuda: DenseToDevice of a non-contiguous view")
+	if t.IsMaterializable() {
+		return nil, fmt.Errorf("cuda: DenseToDevice of a view (shape %v); Materialize it first", t.Shape())
 	}
 	d := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(t.Shape().Clone()...), tensor.WithEngine(e))
 	if len(host) > 0 {
@@ -532,8 +524,8 @@ func (e *Engine) isDevice(p uintptr) bool {
 }
 
 // Memcpy copies min(size(dst), size(src)) bytes; each side may be host or
-// device memory (told apart by asking the driver). Copies that touch the
-// host synchronise the stream first.
+// device memory (told apart by asking the driver). All copies are ordered on
+// the engine's stream; those that touch the host wait for completion.
 func (e *Engine) Memcpy(dst, src tensor.Memory) error {
 	n := int64(min(dst.MemSize(), src.MemSize()))
 	if n == 0 {
@@ -545,18 +537,34 @@ func (e *Engine) Memcpy(dst, src tensor.Memory) error {
 			return cu.MemcpyDtoDAsync(cu.DevicePtr(dst.Uintptr()), cu.DevicePtr(src.Uintptr()), n, e.stream.s)
 		})
 	}
-	if err := e.Synchronize(); err != nil {
-		return err
+	switch {
+	case dd:
+		return e.htod(cu.DevicePtr(dst.Uintptr()), hostPtr(src.Uintptr()), n)
+	case sd:
+		return e.dtoh(hostPtr(dst.Uintptr()), cu.DevicePtr(src.Uintptr()), n)
 	}
+	return errors.New("cuda: Memcpy between two host buffers (use the standard engine)")
+}
+
+// htod copies n bytes of host memory to the device in the engine's stream
+// order (after all work queued before it) and waits for the copy, so the
+// host memory may be reused on return.
+func (e *Engine) htod(dst cu.DevicePtr, src unsafe.Pointer, n int64) error {
 	return e.do(func() error {
-		switch {
-		case dd:
-			return cu.MemcpyHtoD(cu.DevicePtr(dst.Uintptr()), hostPtr(src.Uintptr()), n)
-		case sd:
-			return cu.MemcpyDtoH(hostPtr(dst.Uintptr()), cu.DevicePtr(src.Uintptr()), n)
-		default:
-			return errors.New("cuda: Memcpy between two host buffers (use the standard engine)")
+		if err := cu.MemcpyHtoDAsync(dst, src, n, e.stream.s); err != nil {
+			return fmt.Errorf("cuda: copy %d bytes to device: %w", n, err)
 		}
+		return e.stream.s.Synchronize()
+	})
+}
+
+// dtoh copies n device bytes to host memory in stream order and waits.
+func (e *Engine) dtoh(dst unsafe.Pointer, src cu.DevicePtr, n int64) error {
+	return e.do(func() error {
+		if err := cu.MemcpyDtoHAsync(dst, src, n, e.stream.s); err != nil {
+			return fmt.Errorf("cuda: copy %d bytes to host: %w", n, err)
+		}
+		return e.stream.s.Synchronize()
 	})
 }
 

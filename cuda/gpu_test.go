@@ -137,6 +137,17 @@ func TestDeviceGemm(t *testing.T) {
 				}
 			}
 		}
+		// Padded leading dimensions (multiples of 4 with ragged m, n, k): the
+		// TF32 kernel's 16-byte path with partial vectors at the edges.
+		{
+			m, n, k, lda, ldb, ldc := 70, 130, 37, 40, 132, 131
+			a, b, c := randF32(r, m*lda), randF32(r, k*ldb), randF32(r, m*ldc)
+			want := append([]float32(nil), c...)
+			tensor.Gemm(false, false, m, n, k, 1, a, lda, b, ldb, 0.5, want, ldc)
+			dc := up(t, e, c)
+			ok(t, e.Gemm(false, false, m, n, k, 1, up(t, e, a), lda, up(t, e, b), ldb, 0.5, dc, ldc))
+			approx(t, "Gemm padded", down(t, e, dc, m*ldc), want, rel, abs)
+		}
 		// Batched.
 		batch, m, n, k := 3, 40, 50, 60
 		a, b, c := randF32(r, batch*m*k), randF32(r, batch*k*n), make([]float32, batch*m*n)
@@ -458,6 +469,30 @@ func TestDeviceAttention(t *testing.T) {
 	}
 }
 
+func TestDeviceAttentionDecode(t *testing.T) {
+	e := newTestEngine(t, false)
+	r := rand.New(rand.NewPCG(13, 1))
+	for _, c := range []struct{ bh, L, maxT, D int }{{1, 1, 4, 8}, {3, 5, 9, 64}, {2, 130, 200, 128}, {4, 77, 77, 40}} {
+		n := c.bh * c.maxT * c.D
+		kc, vc := randF32(r, n), randF32(r, n)
+		q := randF32(r, c.bh*c.D)
+		scale := float32(1 / math.Sqrt(float64(c.D)))
+		// Reference: causal attention over the first L rows, query in row L-1.
+		want := make([]float64, 0, c.bh*c.D)
+		for h := 0; h < c.bh; h++ {
+			qq := make([]float64, c.L*c.D)
+			copy(qq[(c.L-1)*c.D:], f64(q[h*c.D:(h+1)*c.D]))
+			ks := f64(kc[h*c.maxT*c.D : h*c.maxT*c.D+c.L*c.D])
+			vs := f64(vc[h*c.maxT*c.D : h*c.maxT*c.D+c.L*c.D])
+			o, _ := refAttention(qq, ks, vs, 1, c.L, c.D, float64(scale), true)
+			want = append(want, o[(c.L-1)*c.D:]...)
+		}
+		O := up(t, e, make([]float32, c.bh*c.D))
+		ok(t, e.AttentionDecode(O, up(t, e, q), up(t, e, kc), up(t, e, vc), c.bh, c.L, c.maxT, c.D, scale))
+		approx64(t, "AttentionDecode", down(t, e, O, c.bh*c.D), want, 1e-4, 1e-4)
+	}
+}
+
 // TestDeviceTensorEngine uses Engine as a gorgonia.org/tensor Engine.
 func TestDeviceTensorEngine(t *testing.T) {
 	e := newTestEngine(t, false)
@@ -483,6 +518,23 @@ func TestDeviceTensorEngine(t *testing.T) {
 	if _, err := e.Accessible(DenseBuffer(d)); err == nil {
 		t.Error("Accessible(device memory) returned no error")
 	}
+	// gorgonia.org/tensor's own MatMul and Add dispatch to the device.
+	ha := gtensor.New(gtensor.WithShape(2, 3), gtensor.WithBacking([]float32{1, 2, 3, 4, 5, 6}))
+	hb := gtensor.New(gtensor.WithShape(3, 2), gtensor.WithBacking([]float32{1, 0, 0, 1, 1, 1}))
+	da, err := e.DenseToDevice(ha)
+	ok(t, err)
+	db, err := e.DenseToDevice(hb)
+	ok(t, err)
+	dc, err := da.MatMul(db)
+	ok(t, err)
+	hc, err := e.DenseToHost(dc)
+	ok(t, err)
+	approx(t, "Dense.MatMul", hc.Data().([]float32), []float32{4, 5, 10, 11}, 1e-6, 0)
+	sum, err := gtensor.Add(dc, dc)
+	ok(t, err)
+	hs, err := e.DenseToHost(sum.(*gtensor.Dense))
+	ok(t, err)
+	approx(t, "tensor.Add", hs.Data().([]float32), []float32{8, 10, 20, 22}, 1e-6, 0)
 }
 
 func TestDeviceAllocatorAndEvents(t *testing.T) {

@@ -25,11 +25,11 @@ type Module struct {
 // modules lists the kernel modules and the entry points the Go side launches.
 // TestPTXEntries checks it against the embedded PTX.
 var modules = []Module{
-	{"attention", 70, []string{"attn_fwd_d64", "attn_fwd_d128", "attn_bwd_dot", "attn_bwd_d64", "attn_bwd_d128"}},
+	{"attention", 70, []string{"attn_fwd_d64", "attn_fwd_d128", "attn_bwd_dot", "attn_bwd_d64", "attn_bwd_d128", "attn_decode"}},
 	{"elementwise", 70, []string{"binary_bcast", "binary_same", "unary", "fill", "axpy", "gelu_fwd", "gelu_bwd", "strided_copy"}},
 	{"embedding", 70, []string{"embedding_gather", "embedding_scatter_add"}},
 	{"gemm", 70, []string{"sgemm_nn", "sgemm_nt", "sgemm_tn", "sgemm_tt"}},
-	{"gemm_tf32", 80, []string{"tf32gemm_nn", "tf32gemm_nt", "tf32gemm_tn", "tf32gemm_tt"}},
+	{"gemm_tf32", 80, []string{"tf32gemm_nn", "tf32gemm_nt", "tf32gemm_tn", "tf32gemm_tt", "tf32gemm_nn_v4"}},
 	{"layernorm", 70, []string{"layernorm_fwd", "layernorm_bwd_dx", "layernorm_bwd_dgb"}},
 	{"optim", 70, []string{"adamw"}},
 	{"reduce", 70, []string{"reduce_rows", "reduce_cols", "reduce_all"}},

@@ -47,10 +47,13 @@ func itoa(v int) string { return strconv.Itoa(v) }
 
 // TestPTXFresh recompiles every kernels/*.cu with scripts/ptx.sh (the same
 // command `make ptx` runs) and fails when the result differs from the
-// committed, embedded PTX. It needs nvcc; without it, or with an nvcc of a
+// committed, embedded PTX. It needs nvcc; without it, with an nvcc of a
 // different version than the one that produced the committed PTX (recorded in
-// its header), it skips and says why.
+// its header), or in -short mode, it skips and says why.
 func TestPTXFresh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode (recompiling every kernel takes tens of seconds)")
+	}
 	nvcc, err := exec.LookPath("nvcc")
 	if err != nil {
 		t.Skip("skipped: nvcc not found (install the CUDA toolkit: scripts/install-cuda.sh)")

@@ -48,6 +48,16 @@ func GemmKernel(tf32, transA, transB bool) string {
 	return name
 }
 
+// GemmVec4 reports whether the TF32 GEMM may copy 16 bytes at a time: no
+// transposes, and every row of A and B starts 16-byte aligned (base
+// addresses, leading dimensions and, for batches, strides in whole float4s).
+func GemmVec4(transA, transB bool, batch int, a uintptr, lda, strideA int, b uintptr, ldb, strideB int) bool {
+	if transA || transB || a%16 != 0 || b%16 != 0 || lda%4 != 0 || ldb%4 != 0 {
+		return false
+	}
+	return batch <= 1 || (strideA%4 == 0 && strideB%4 == 0)
+}
+
 // CheckGemm validates a (batched) row-major GEMM against the buffer lengths,
 // with tensor.Gemm's conventions: op(A) is m×k, op(B) is k×n, C is m×n.
 func CheckGemm(transA, transB bool, batch, m, n, k, lenA, lda, strideA, lenB, ldb, strideB, lenC, ldc, strideC int) error {

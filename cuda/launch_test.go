@@ -35,6 +35,7 @@ func TestKernelNamesExist(t *testing.T) {
 		}
 	}
 	var names []string
+	names = append(names, "tf32gemm_nn_v4")
 	for _, tf := range []bool{false, true} {
 		for _, ta := range []bool{false, true} {
 			for _, tb := range []bool{false, true} {
@@ -65,6 +66,32 @@ func TestKernelNamesExist(t *testing.T) {
 		}
 	}()
 	AttentionKernels(129)
+}
+
+func TestGemmVec4(t *testing.T) {
+	for _, c := range []struct {
+		ta, tb  bool
+		batch   int
+		a       uintptr
+		lda, sa int
+		b       uintptr
+		ldb, sb int
+		want    bool
+	}{
+		{false, false, 1, 0x1000, 128, 0, 0x2000, 256, 0, true},
+		{false, false, 1, 0x1004, 128, 0, 0x2000, 256, 0, false}, // A not 16-byte aligned
+		{false, false, 1, 0x1000, 130, 0, 0x2000, 256, 0, false}, // lda not a multiple of 4
+		{false, false, 1, 0x1000, 128, 0, 0x2000, 258, 0, false},
+		{true, false, 1, 0x1000, 128, 0, 0x2000, 256, 0, false},
+		{false, true, 1, 0x1000, 128, 0, 0x2000, 256, 0, false},
+		{false, false, 3, 0x1000, 128, 130, 0x2000, 256, 512, false}, // batch stride
+		{false, false, 3, 0x1000, 128, 128, 0x2000, 256, 512, true},
+		{false, false, 1, 0x1000, 128, 130, 0x2000, 256, 0, true}, // stride unused
+	} {
+		if got := GemmVec4(c.ta, c.tb, c.batch, c.a, c.lda, c.sa, c.b, c.ldb, c.sb); got != c.want {
+			t.Errorf("GemmVec4(%+v) = %v", c, got)
+		}
+	}
 }
 
 func TestCheckGemm(t *testing.T) {

@@ -108,9 +108,32 @@ func (e *Engine) GemmBatched(transA, transB bool, batch, m, n, k int, alpha floa
 		return nil
 	}
 	name := GemmKernel(e.tf32, transA, transB)
-	grid := [3]int{(n + 127) / 128, (m + 127) / 128, batch}
-	return e.launch(name, grid, [3]int{256, 1, 1},
-		i32(m), i32(n), i32(k), alpha, a, i32(lda), int64(strideA), b, i32(ldb), int64(strideB), beta, c, i32(ldc), int64(strideC))
+	if e.tf32 && GemmVec4(transA, transB, batch, a.ptr, lda, strideA, b.ptr, ldb, strideB) {
+		name = "tf32gemm_nn_v4"
+	}
+	// gridDim.z is at most 65535: launch larger batches in chunks.
+	for b0 := 0; b0 < batch; b0 += maxGridYZ {
+		nb := min(batch-b0, maxGridYZ)
+		grid := [3]int{(n + 127) / 128, (m + 127) / 128, nb}
+		ab, bb, cb := offsetBuf(a, b0*strideA), offsetBuf(b, b0*strideB), offsetBuf(c, b0*strideC)
+		err := e.launch(name, grid, [3]int{256, 1, 1},
+			i32(m), i32(n), i32(k), alpha, ab, i32(lda), int64(strideA), bb, i32(ldb), int64(strideB), beta, cb, i32(ldc), int64(strideC))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxGridYZ is CUDA's limit on gridDim.y and gridDim.z.
+const maxGridYZ = 65535
+
+// offsetBuf returns b advanced by off elements (the rest of the buffer).
+func offsetBuf(b Buffer, off int) Buffer {
+	if off == 0 {
+		return b
+	}
+	return b.Slice(off, b.Len())
 }
 
 // ---- element-wise ----
@@ -460,6 +483,9 @@ func (e *Engine) Attention(o, lse, q, k, v Buffer, bh, T, D int, scale float32, 
 		need("Attention", c.n, c.b, bh*T*D)
 	}
 	need("Attention", "lse", lse, bh*T)
+	if bh > maxGridYZ {
+		panic(fmt.Sprintf("cuda: Attention: %d batch·heads > %d", bh, maxGridYZ))
+	}
 	if bh == 0 || T == 0 {
 		return nil
 	}
@@ -478,6 +504,9 @@ func (e *Engine) AttentionBackward(dq, dk, dv, q, k, v, o, do, lse Buffer, bh, T
 		need("AttentionBackward", c.n, c.b, bh*T*D)
 	}
 	need("AttentionBackward", "lse", lse, bh*T)
+	if bh > maxGridYZ {
+		panic(fmt.Sprintf("cuda: AttentionBackward: %d batch·heads > %d", bh, maxGridYZ))
+	}
 	if bh == 0 || T == 0 {
 		return nil
 	}
@@ -532,4 +561,23 @@ func (e *Engine) StridedCopy(out, a Buffer, shape, strides []int, beta float32) 
 	g, bl := e.grid1D(total)
 	return e.launch("strided_copy", g, bl, out, a, i32(sh[0]), i32(sh[1]), i32(sh[2]), i32(sh[3]),
 		int64(st[0]), int64(st[1]), int64(st[2]), int64(st[3]), beta)
+}
+
+// AttentionDecode is one generation step with a KV cache: for each of bh
+// heads the single query q[h] (D ≤ 128) attends to the first L cached rows of
+// kcache[h] and vcache[h] ([bh][maxT][D]); o[h] gets the result. New keys and
+// values are appended to the caches with CopyBuffer or StridedCopy before the
+// call. It equals the last row of a causal Attention over the same L rows.
+func (e *Engine) AttentionDecode(o, q, kcache, vcache Buffer, bh, L, maxT, D int, scale float32) error {
+	if D < 1 || D > 128 || L < 0 || L > maxT {
+		panic(fmt.Sprintf("cuda: AttentionDecode: D=%d (1..128), L=%d, maxT=%d", D, L, maxT))
+	}
+	need("AttentionDecode", "o", o, bh*D)
+	need("AttentionDecode", "q", q, bh*D)
+	need("AttentionDecode", "kcache", kcache, bh*maxT*D)
+	need("AttentionDecode", "vcache", vcache, bh*maxT*D)
+	if bh == 0 {
+		return nil
+	}
+	return e.launch("attn_decode", [3]int{bh, 1, 1}, [3]int{128, 1, 1}, o, q, kcache, vcache, i32(L), i32(maxT), i32(D), scale)
 }

@@ -199,3 +199,15 @@ func ExampleReport() {
 	fmt.Printf("retention %.3f, speed-up %.0fx\n", r.Retention(), r.SpeedUp())
 	// Output: retention 0.988, speed-up 10x
 }
+
+func ExampleLoss() {
+	// Token-level distillation of a language model: 3 positions over a
+	// vocabulary of 4, the last position is padding (label -1).
+	student := []float32{2, 0, 0, 0, 0, 1, 0, 0, 5, 5, 5, 5}
+	teacher := []float32{3, 0, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0}
+	labels := []int{0, 1, -1}
+	grad := make([]float32, len(student))
+	loss, n := Loss(grad, student, teacher, labels, 4, Options{Temperature: 2, Alpha: 0.5, IgnoreIndex: -1})
+	fmt.Printf("loss %.4f over %d tokens; padding gradient %v\n", loss, n, grad[8:])
+	// Output: loss 0.3302 over 2 tokens; padding gradient [0 0 0 0]
+}

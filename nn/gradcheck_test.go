@@ -550,3 +550,51 @@ func TestFusedMatchesGorgonia(t *testing.T) {
 		}
 	}
 }
+
+func TestLSTMLayerOpGrad(t *testing.T) {
+	for _, masked := range []bool{false, true} {
+		rng := rand.New(rand.NewPCG(13, 1))
+		B, T, H := 2, 4, 3
+		ins := []gcInput{randIn(rng, 1, true, B, T, 4*H), randIn(rng, 0.5, true, H, 4*H)}
+		mk := []float64{1, 1, 1, 1, 1, 0, 1, 0}
+		if masked {
+			ins = append(ins, constIn(mk, B, T))
+		}
+		gradCheck(t, ins, func(n []*G.Node) *G.Node {
+			var m *G.Node
+			if masked {
+				m = n[2]
+			}
+			return LSTMLayerOp(n[0], n[1], m)
+		}, func(v [][]float64) []float64 {
+			sg := func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+			out := make([]float64, B*T*H)
+			for b := 0; b < B; b++ {
+				h, c := make([]float64, H), make([]float64, H)
+				for s := 0; s < T; s++ {
+					m := 1.0
+					if masked {
+						m = mk[b*T+s]
+					}
+					z := make([]float64, 4*H)
+					for j := range z {
+						z[j] = v[0][(b*T+s)*4*H+j]
+						for k := 0; k < H; k++ {
+							z[j] += h[k] * v[1][k*4*H+j]
+						}
+					}
+					nh, nc := make([]float64, H), make([]float64, H)
+					for j := 0; j < H; j++ {
+						i, f, g, o := sg(z[j]), sg(z[H+j]), math.Tanh(z[2*H+j]), sg(z[3*H+j])
+						cc := f*c[j] + i*g
+						nh[j] = m*o*math.Tanh(cc) + (1-m)*h[j]
+						nc[j] = m*cc + (1-m)*c[j]
+					}
+					h, c = nh, nc
+					copy(out[(b*T+s)*H:], h)
+				}
+			}
+			return out
+		})
+	}
+}

@@ -161,8 +161,9 @@ type LSTMConfig struct {
 	Hidden, Layers int
 }
 
-// LSTM runs a stacked LSTM (LSTMCellOp) over x (B×T×In), unrolled for the
-// fixed T steps of the graph. mask (B×T, 1 real / 0 padding, may be nil)
+// LSTM runs a stacked LSTM over x (B×T×In) for the fixed T steps of the
+// graph: per layer, one Linear for all input projections and one
+// LSTMLayerOp for the recurrence. mask (B×T, 1 real / 0 padding, may be nil)
 // freezes a row's state on padded steps, so right-padded sequences end with
 // the state of their last real step. It returns the top layer's outputs
 // (B×T×Hidden) and its final hidden state (B×Hidden). Scopes: layers.i.x
@@ -173,40 +174,20 @@ func LSTM(s *Scope, x, mask *G.Node, cfg LSTMConfig) (outputs, last *G.Node) {
 		panic(fmt.Sprintf("nn: LSTM: x must be B×T×In, got %v", xs))
 	}
 	B, T, H := xs[0], xs[1], cfg.Hidden
-	var steps []*G.Node
-	if mask != nil {
-		if !mask.Shape().Eq(ts.Shape{B, T}) {
-			panic(fmt.Sprintf("nn: LSTM: mask %v for input %v", mask.Shape(), xs))
-		}
-		mask3 := G.Must(G.Reshape(mask, ts.Shape{B, T, 1}))
-		for t := 0; t < T; t++ {
-			steps = append(steps, TimeSliceOp(mask3, t))
-		}
+	if mask != nil && !mask.Shape().Eq(ts.Shape{B, T}) {
+		panic(fmt.Sprintf("nn: LSTM: mask %v for input %v", mask.Shape(), xs))
 	}
 	in := x
 	for l := 0; l < cfg.Layers; l++ {
 		ls := s.Sub("layers").In(l)
 		proj := Linear(ls.Sub("x"), in, 4*H) // B×T×4H
 		wh := ls.Sub("h").Param("w", ts.Shape{H, 4 * H}, GlorotUniform)
-		h := G.NewMatrix(s.g, ts.Float32, G.WithShape(B, H), G.WithInit(G.Zeroes()), G.WithName(fmt.Sprintf("%s.h0.%d", ls.Name(), nodeSeq())))
-		c := G.NewMatrix(s.g, ts.Float32, G.WithShape(B, H), G.WithInit(G.Zeroes()), G.WithName(fmt.Sprintf("%s.c0.%d", ls.Name(), nodeSeq())))
-		outs := make([]*G.Node, T)
-		for t := 0; t < T; t++ {
-			z := AddOp(TimeSliceOp(proj, t), LinearOp(h, wh, nil))
-			var m *G.Node
-			if steps != nil {
-				m = steps[t]
-			}
-			hc := LSTMCellOp(z, c, h, m)
-			h, c = ColSliceOp(hc, 0, H), ColSliceOp(hc, H, 2*H)
-			outs[t] = h
-		}
-		in = TimeStackOp(outs...)
-		last = h
+		in = LSTMLayerOp(proj, wh, mask)
 	}
+	last = TimeSliceOp(in, T-1)
 	return in, last
 }
 
-var seqCounter atomic.Int64
+var seqCounter atomic.Int64 // unique names for constant nodes
 
 func nodeSeq() int64 { return seqCounter.Add(1) }

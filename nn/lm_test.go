@@ -123,10 +123,10 @@ func toyCorpus(rng *rand.Rand, n, length, vocab int) []SeqExample {
 // frequencies are uniform, so the unigram entropy is log 16 = 2.77 nats; a
 // bigram model (previous token only) can do no better than log 3 = 1.10
 // nats, since the step is unknown; only a model that infers k from two or
-// more earlier tokens can go lower: the best possible mean over the 15
-// targets is (log 16... no: the first target costs log 3, the rest 0), i.e.
-// log(3)/15 = 0.073 nats. The bar is a held-out loss below 0.6 nats, well
-// under the bigram bound, which no model that ignores context can reach.
+// more earlier tokens can go lower. The best possible mean over the 15
+// targets is log(3)/15 = 0.073 nats (only the first step is uncertain). The
+// bar is a held-out loss below 0.6 nats, well under the bigram bound, which
+// no model that ignores the context beyond one token can reach.
 func TestLMLearnsToyCorpus(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	cfg := LMConfig{Vocab: 16, Dim: 32, Layers: 2, Heads: 2, MaxLen: 16, Positions: Learned}

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"math"
 
 	kern "github.com/troupe-ml/troupe/tensor"
 	G "gorgonia.org/gorgonia"
@@ -127,32 +126,12 @@ func LayerNormOp(x, gamma, beta *G.Node, eps float32) *G.Node {
 }
 
 // GELUOp applies the tanh approximation of GELU (Hendrycks & Gimpel 2016),
-// gelu(x) = ½x(1 + tanh u) = x·σ(2u), u = √(2/π)(x + 0.044715x³). The
-// forward saves σ(2u) (tensor.VecSigmoid), so the backward,
-// gelu'(x) = σ + x·σ(1−σ)·2√(2/π)(1 + 3·0.044715x²), needs no
-// transcendental function.
+// gelu(x) = ½x(1 + tanh(√(2/π)(x + 0.044715x³))), with tensor.GELU forward
+// and tensor.GELUBackward backward.
 func GELUOp(x *G.Node) *G.Node {
-	const k0, k1 = 0.7978845608028654, 0.044715
-	n := x.Shape().TotalSize()
-	sig := make([]float32, n)
-	k := &kernel{name: "GELU", diff: []bool{true}}
-	k.fwd = func(v [][]float32, y []float32) error {
-		for i, xv := range v[0] {
-			y[i] = 2 * k0 * (xv + k1*xv*xv*xv)
-		}
-		kern.VecSigmoid(sig, y)
-		kern.VecMul(y, v[0], sig)
-		return nil
-	}
-	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
-		dx := g[0][:len(dy)]
-		xs, ss := v[0][:len(dy)], sig[:len(dy)]
-		for i, d := range dy {
-			xv, s := xs[i], ss[i]
-			dx[i] = d * (s + xv*s*(1-s)*(2*k0)*(1+3*k1*xv*xv))
-		}
-	}
-	k.full = true
+	k := &kernel{name: "GELU", diff: []bool{true}, full: true}
+	k.fwd = func(v [][]float32, y []float32) error { kern.GELU(y, v[0]); return nil }
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) { kern.GELUBackward(g[0], dy, v[0]) }
 	return applyFused(k, x.Shape(), x)
 }
 
@@ -483,9 +462,9 @@ func TimeStackOp(xs ...*G.Node) *G.Node {
 	return applyFused(k, ts.Shape{b, T, c}, xs...)
 }
 
-func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+func sigmoid(x float32) float32 { return kern.Sigmoid32(x) }
 
-func tanh32(x float32) float32 { return float32(math.Tanh(float64(x))) }
+func tanh32(x float32) float32 { return kern.Tanh32(x) }
 
 // LSTMCellOp is one step of a long short-term memory cell (Hochreiter &
 // Schmidhuber 1997, with the forget gate of Gers et al. 2000). z (B×4H) holds
@@ -582,4 +561,131 @@ func AddOp(x, y *G.Node) *G.Node {
 	k.each = []func(v [][]float32, _, dy, g []float32){cp, cp}
 	k.full = true
 	return applyFused(k, x.Shape(), x, y)
+}
+
+// LSTMLayerOp runs one LSTM layer over a whole sequence in a single op:
+// proj (B×T×4H) holds the input projections x_t·Wx + b for every step, wh
+// (H×4H) is the recurrent weight, mask (B×T, 1 real / 0 padding; may be nil)
+// freezes a row's state on padded steps, and the result (B×T×H) is the
+// hidden state after every step (starting from zero state). The cell is
+// that of LSTMCellOp; the backward pass is backpropagation through time
+// inside the op, with one Gemm per step for the recurrent input and one for
+// the recurrent weight's gradient.
+func LSTMLayerOp(proj, wh, mask *G.Node) *G.Node {
+	ps := proj.Shape()
+	if ps.Dims() != 3 || ps[2]%4 != 0 {
+		panic(fmt.Sprintf("nn: LSTMLayerOp: proj must be B×T×4H, got %v", ps))
+	}
+	B, T, H := ps[0], ps[1], ps[2]/4
+	if !wh.Shape().Eq(ts.Shape{H, 4 * H}) {
+		panic(fmt.Sprintf("nn: LSTMLayerOp: proj %v needs wh %v, got %v", ps, ts.Shape{H, 4 * H}, wh.Shape()))
+	}
+	inputs := []*G.Node{proj, wh}
+	diff := []bool{true, true}
+	if mask != nil {
+		if mask.Shape().TotalSize() != B*T {
+			panic(fmt.Sprintf("nn: LSTMLayerOp: mask %v for proj %v", mask.Shape(), ps))
+		}
+		inputs, diff = append(inputs, mask), append(diff, false)
+	}
+	H4 := 4 * H
+	gates := make([]float32, T*B*H4) // activated i, f, g, o per step
+	cs := make([]float32, (T+1)*B*H) // c_{t} at index t+1; c_{-1} = 0
+	hs := make([]float32, (T+1)*B*H) // h likewise
+	tcs := make([]float32, T*B*H)    // tanh(c_new) per step
+	z := make([]float32, B*H4)
+	dz := make([]float32, B*H4)
+	dh := make([]float32, B*H)
+	dc := make([]float32, B*H)
+	dhNext := make([]float32, B*H)
+	cc, sc := make([]float32, B*H), make([]float32, B*H)
+	maskAt := func(v [][]float32, b, t int) float32 {
+		if mask == nil {
+			return 1
+		}
+		return v[2][b*T+t]
+	}
+	k := &kernel{name: "LSTMLayer", diff: diff}
+	k.fwd = func(v [][]float32, y []float32) error {
+		for t := 0; t < T; t++ {
+			hp, cp := hs[t*B*H:(t+1)*B*H], cs[t*B*H:(t+1)*B*H]
+			hn, cn := hs[(t+1)*B*H:(t+2)*B*H], cs[(t+1)*B*H:(t+2)*B*H]
+			for b := 0; b < B; b++ {
+				copy(z[b*H4:(b+1)*H4], v[0][(b*T+t)*H4:(b*T+t+1)*H4])
+			}
+			kern.Gemm(false, false, B, H4, H, 1, hp, H, v[1], H4, 1, z, H4)
+			gt := gates[t*B*H4 : (t+1)*B*H4]
+			tc := tcs[t*B*H : (t+1)*B*H]
+			// Gates with the vectorised sigmoid: tanh(x) = 2σ(2x) − 1.
+			for b := 0; b < B; b++ {
+				zg := z[b*H4+2*H : b*H4+3*H]
+				for j := range zg {
+					zg[j] *= 2
+				}
+			}
+			kern.VecSigmoid(gt, z)
+			for b := 0; b < B; b++ {
+				gr := gt[b*H4:(b+1)*H4]
+				for j := 2 * H; j < 3*H; j++ {
+					gr[j] = 2*gr[j] - 1
+				}
+				for j := 0; j < H; j++ {
+					c := gr[H+j]*cp[b*H+j] + gr[j]*gr[2*H+j]
+					cc[b*H+j] = c
+					sc[b*H+j] = 2 * c
+				}
+			}
+			kern.VecSigmoid(tc, sc)
+			for b := 0; b < B; b++ {
+				m := maskAt(v, b, t)
+				gr := gt[b*H4 : (b+1)*H4]
+				for j := 0; j < H; j++ {
+					x := b*H + j
+					th := 2*tc[x] - 1
+					tc[x] = th
+					hn[x] = m*(gr[3*H+j]*th) + (1-m)*hp[x]
+					cn[x] = m*cc[x] + (1-m)*cp[x]
+					y[(b*T+t)*H+j] = hn[x]
+				}
+			}
+		}
+		return nil
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		dproj, dwh := g[0], g[1]
+		zero(dwh)
+		zero(dhNext)
+		zero(dc)
+		for t := T - 1; t >= 0; t-- {
+			hp, cp := hs[t*B*H:(t+1)*B*H], cs[t*B*H:(t+1)*B*H]
+			gt := gates[t*B*H4 : (t+1)*B*H4]
+			tc := tcs[t*B*H : (t+1)*B*H]
+			for b := 0; b < B; b++ {
+				m := maskAt(v, b, t)
+				gr, dzr := gt[b*H4:(b+1)*H4], dz[b*H4:(b+1)*H4]
+				for j := 0; j < H; j++ {
+					x := b*H + j
+					dhv := dy[(b*T+t)*H+j] + dhNext[x]
+					dcv := dc[x]
+					i, f, gg, o := gr[j], gr[H+j], gr[2*H+j], gr[3*H+j]
+					th := tc[x]
+					dhn, dcn := m*dhv, m*dcv
+					dcTot := dcn + dhn*o*(1-th*th)
+					dzr[j] = dcTot * gg * i * (1 - i)
+					dzr[H+j] = dcTot * cp[x] * f * (1 - f)
+					dzr[2*H+j] = dcTot * i * (1 - gg*gg)
+					dzr[3*H+j] = dhn * th * o * (1 - o)
+					dc[x] = dcTot*f + (1-m)*dcv
+					dh[x] = (1 - m) * dhv
+				}
+				copy(dproj[(b*T+t)*H4:(b*T+t+1)*H4], dzr)
+			}
+			// dh_{t-1} = dz·Whᵀ + carried part; dWh += h_{t-1}ᵀ·dz.
+			copy(dhNext, dh)
+			kern.Gemm(false, true, B, H, H4, 1, dz, H4, v[1], H4, 1, dhNext, H)
+			kern.Gemm(true, false, H, H4, B, 1, hp, H, dz, H4, 1, dwh, H4)
+		}
+	}
+	k.full = true
+	return applyFused(k, ts.Shape{B, T, H}, inputs...)
 }

@@ -289,3 +289,75 @@ func TestEntropyBonus(t *testing.T) {
 		t.Errorf("entropy bonus did not keep the policy stochastic: %.3f vs %.3f", h1, h0)
 	}
 }
+
+// TestAsyncActorsOffPolicy simulates asynchronous actors: each batch mixes
+// samples from the current policy and from snapshots 1–4 updates old. With
+// MaxStaleness 2 the oldest are dropped; the rest are importance-corrected,
+// and GRPO still solves the contextual bandit.
+func TestAsyncActorsOffPolicy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	p := policies.NewSoftmax(policies.SoftmaxConfig{In: 4, Actions: 4, LR: 0.05, Seed: 1})
+	tr := rl.NewGRPO(rl.GRPOConfig{Schedule: rl.Schedule{MaxStaleness: 2, Seed: 1}})
+	snaps := []*policies.Softmax{p.Clone()} // snaps[k] is k updates old
+	var dropped, kept int
+	var ratioDev float64
+	for it := 0; it < 200; it++ {
+		var batch []rl.Sample
+		for g := 0; g < 8; g++ {
+			actor := snaps[rng.IntN(len(snaps))]
+			batch = append(batch, contextual.collect(actor, rng, it*8+g, 1, 8)...)
+		}
+		st, err := tr.Update(p, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped += st.Dropped
+		kept += st.Samples
+		ratioDev = max(ratioDev, math.Abs(st.Ratio-1))
+		snaps = append([]*policies.Softmax{p.Clone()}, snaps...)
+		if len(snaps) > 5 {
+			snaps = snaps[:5]
+		}
+	}
+	got, opt, chance := contextual.expected(p)
+	frac := (got - chance) / (opt - chance)
+	t.Logf("kept %d, dropped %d stale samples; max |mean ratio − 1| %.3f; %.1f%% of the gap closed", kept, dropped, ratioDev, 100*frac)
+	if dropped == 0 || kept == 0 || ratioDev == 0 {
+		t.Errorf("expected both dropped and importance-corrected samples")
+	}
+	if frac < 0.9 {
+		t.Errorf("off-policy GRPO closed only %.1f%% of the gap", 100*frac)
+	}
+}
+
+// TestPPOValuesWithoutEvaluator: PPO gets the same update whether values come
+// from rl.Evaluator or from the zero-gradient ForwardBackward fallback.
+func TestPPOValuesWithoutEvaluator(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	a := policies.NewSoftmax(policies.SoftmaxConfig{In: 4, Actions: 4, Value: true, Seed: 3})
+	for i := range a.Params() {
+		a.Params()[i] = 0.3 * rng.NormFloat64()
+	}
+	b := a.Clone()
+	batch := contextual.collect(a, rng, 0, 4, 8)
+	cfg := rl.PPOConfig{Schedule: rl.Schedule{Epochs: 2, MiniBatches: 2, Seed: 4}}
+	sa, err := rl.NewPPO(cfg).Update(a, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := rl.NewPPO(cfg).Update(struct{ rl.Policy }{b}, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a.Params() {
+		if a.Params()[i] != b.Params()[i] {
+			t.Fatalf("param %d differs: %g vs %g", i, a.Params()[i], b.Params()[i])
+		}
+	}
+	if sa.ValueLoss != sb.ValueLoss || sa.ValueLoss == 0 {
+		t.Errorf("value loss %g vs %g", sa.ValueLoss, sb.ValueLoss)
+	}
+	if _, err := rl.NewPPO(cfg).Update(policies.NewSoftmax(policies.SoftmaxConfig{In: 4, Actions: 4}), batch); err == nil {
+		t.Error("PPO accepted a policy without a value head")
+	}
+}

@@ -45,7 +45,7 @@ type Stats struct {
 
 	Samples       int // samples used
 	Tokens        int // actions/tokens used
-	Dropped       int // samples dropped as too stale (or malformed: see Errors)
+	Dropped       int // samples dropped: staler than MaxStaleness, or without actions
 	SkippedGroups int // GRPO/RLOO groups skipped (all rewards equal, or singleton)
 	Steps         int // optimizer steps taken
 	SkippedSteps  int // steps the policy skipped (NaN/Inf gradients)
@@ -154,13 +154,14 @@ type prepared struct {
 	old     [][]float32
 	dropped int
 	stale   float64
+	version int64 // policy version at preparation
 }
 
 // prepare drops stale or malformed samples and fills missing behaviour
 // log-probs with the current policy's (on-policy samples).
 func prepare(p Policy, batch []Sample, maxStale int64) (*prepared, error) {
 	ver := p.Version()
-	pr := &prepared{}
+	pr := &prepared{version: ver}
 	var missing []int
 	var lag float64
 	for _, s := range batch {
@@ -508,10 +509,15 @@ func rewardStats(s *Stats, samples []Sample, adv []float64) {
 // prepared batch.
 func (pr *prepared) subset(keep []int) *prepared {
 	sort.Ints(keep)
-	out := &prepared{dropped: pr.dropped, stale: pr.stale}
+	out := &prepared{dropped: pr.dropped, stale: pr.stale, version: pr.version}
+	var lag float64
 	for _, i := range keep {
 		out.samples = append(out.samples, pr.samples[i])
 		out.old = append(out.old, pr.old[i])
+		lag += float64(pr.version - pr.samples[i].Version)
+	}
+	if len(keep) > 0 {
+		out.stale = lag / float64(len(keep))
 	}
 	return out
 }

@@ -2,7 +2,7 @@
 # Installs the CUDA 11.8 toolkit from Debian bookworm's non-free component
 # (nvcc, cuda.h, the libcuda stub) when it is missing. Idempotent: does
 # nothing when nvcc and cuda.h are already there. Needs root (CI runs as root).
-# It is enough to compile, vet and link the `cuda` build tag and to run the PTX
+# It is enough to compile, vet and link the troupecuda build tag and to run the PTX
 # freshness test; it does not need (or install) a GPU driver.
 set -euo pipefail
 
@@ -16,7 +16,7 @@ if have_cuda; then
 fi
 
 if [ "$(id -u)" != 0 ]; then
-	echo "install-cuda: not root; cannot install CUDA (cuda tag checks will be skipped)" >&2
+	echo "install-cuda: not root; cannot install CUDA (troupecuda tag checks will be skipped)" >&2
 	exit 0
 fi
 

@@ -33,7 +33,8 @@ type TrainConfig struct {
 	// completion was sampled more than MaxStaleness versions ago.
 	MaxStaleness int64
 	// MaxOpenEpisodes bounds the episodes open at once (0: unbounded;
-	// ajet.rollout.max_env_worker).
+	// ajet.rollout.max_env_worker; 4096 by default so that claims cannot
+	// exhaust memory).
 	MaxOpenEpisodes int
 	// MaxPromptTokens and MaxResponseTokens bound a completion
 	// (ajet.data.max_prompt_length, ajet.data.max_response_length).
@@ -50,7 +51,7 @@ type TrainConfig struct {
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{
 		BatchSize: 4, NumRepeat: 4, CollectionMethod: CollectTasks, Algorithm: "grpo",
-		MaxStaleness: 1, MaxPromptTokens: 8192, MaxResponseTokens: 1024,
+		MaxStaleness: 1, MaxOpenEpisodes: 4096, MaxPromptTokens: 8192, MaxResponseTokens: 1024,
 		DrainTimeout: 10 * time.Second,
 	}
 }

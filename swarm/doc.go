@@ -2,7 +2,76 @@
 // model through an OpenAI-compatible chat-completions endpoint, hands each
 // episode its own API key, takes the episode's reward when it ends, and trains
 // the model with package rl once enough episodes are finished. Its wire
-// protocol is that of AgentJet's swarm mode, so existing clients work
+// protocol is that of AgentJet's swarm mode (modelscope/AgentJet,
+// ajet/tuner_lib/experimental/swarm_server.py), so existing clients work
 // unchanged. The client side drives workflows across several servers and
-// reports to each model its own reward.
+// reports to each model its own reward, so models of different sizes,
+// optimizers and rewards train together while sharing no parameters.
+//
+// # Endpoints
+//
+// Swarm protocol (JSON bodies and fields as AgentJet's pydantic models):
+//
+//	POST /claim_episode        {client_uuid, episode_type: train|eval, discard_episode_timeout, throttle_policy?}
+//	                           → {success, client_uuid, episode_uuid, openai_base_url, openai_api_key, fail_cause}
+//	POST /end_episode          {client_uuid, episode_uuid, task_id, workflow_output: {reward, is_success, metadata, log_metrics}} → {success}
+//	POST /abort_episode        same body → {success}
+//	POST /can_continue_episode {client_uuid, episode_uuid} → {can_continue}
+//	POST /is_episode_claimed   {client_uuid, episode_uuid} → {success, failure_reason}
+//	GET  /get_engine_status    → {engine_status, engine_status_detail, global_step}
+//	POST /sync_train_config    {yaml_as_string}   (admin token when configured)
+//	POST /start_engine, POST /stop_engine          (admin token when configured)
+//	POST /get_episode_buffer, GET /get_current_batch_rollout_pool_information
+//
+// OpenAI: POST /v1/chat/completions (n, max_tokens / max_completion_tokens,
+// temperature, top_p, stop, seed, logprobs, top_logprobs, stream with
+// stream_options.include_usage), GET /v1/models, GET /v1/models/{id}.
+// Operations: GET /health, GET /metrics (Prometheus).
+//
+// # Engine
+//
+// A server starts in ENGINE.OFFLINE; start_engine (or Server.Start) boots
+// it (ENGINE.BOOTING loads the last checkpoint) into ENGINE.ROLLING, where
+// episodes can be claimed. Every chat completion made with an episode's key
+// is recorded under the episode (prompt tokens, sampled tokens, their
+// log-probabilities, the parameter version). When the finished train
+// episodes satisfy the collection rule (AgentJet's
+// swarm_mode_sample_collection_method: enough episodes, enough tasks with
+// num_repeat episodes each, or enough such tasks with unequal rewards), the
+// engine enters ENGINE.ROLLING_POST (no new claims; open train episodes may
+// finish, bounded by DrainTimeout), then ENGINE.WEIGHT_SYNCING, where one
+// rl.GRPO step runs on the batch (samples grouped by task_id) and the global
+// step grows by one, and returns to ENGINE.ROLLING. Eval episodes never
+// train. Episodes whose oldest completion is more than MaxStaleness versions
+// old are dropped at training time.
+//
+// # Deviations from AgentJet
+//
+//   - Episodes are created on claim rather than pre-registered by a rollout
+//     engine; "No available episodes to claim" means MaxOpenEpisodes is
+//     reached.
+//   - Open episodes survive a weight sync (AgentJet discards them); staleness
+//     is bounded by MaxStaleness instead.
+//   - Errors: malformed requests get 400 naming the field (FastAPI would send
+//     422); end_episode of an unknown episode gets 404, of another client's
+//     403, a duplicate 409, a reclaimed (too late) one 410 (AgentJet: 400 and
+//     404). abort_episode of another client's open episode gets 403.
+//   - A workflow_output.reward that is missing, null, NaN or infinite is
+//     refused with 400; a list of rewards is averaged.
+//   - sync_train_config reads a YAML subset: the ajet keys listed at
+//     TrainConfig.ApplyYAML plus troupe.max_staleness,
+//     troupe.drain_timeout_s and troupe.checkpoint_every.
+//   - Streaming sends the events after sampling finishes (the served models
+//     are small); chunk framing and fields follow OpenAI's.
+//   - Logprobs are those of the model at temperature 1 without top-p (the
+//     behaviour log-probs training needs), also when sampling used another
+//     temperature; the end-of-sequence token is not listed.
+//
+// # Security
+//
+// Episode keys carry 256 random bits from crypto/rand, are compared with
+// crypto/subtle in constant time and stop working when their episode ends,
+// is aborted or reclaimed. Request bodies are limited (413), and handlers
+// validate all input; a recover middleware exists as a last resort only (the
+// fuzz tests drive the handlers without it).
 package swarm

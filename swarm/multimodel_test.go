@@ -28,7 +28,7 @@ func rewardFromLogprobs(c ChatChoice, target, maxTokens int) float64 {
 // model's reward must rise while it trains, and the parameters of the model
 // that is not training must stay bit-identical.
 func TestTwoServersIndependentRewards(t *testing.T) {
-	ma := NewTabularModel(TabularConfig{Name: "small-adam", Order: 1, Optimizer: "adam", LR: 0.5, MaxGradNorm: 1, InitScale: 0.01, Seed: 11})
+	ma := NewTabularModel(TabularConfig{Name: "small-adam", Order: 1, Optimizer: "adam", LR: 1.0, MaxGradNorm: 1, InitScale: 0.01, Seed: 11})
 	mb := NewTabularModel(TabularConfig{Name: "medium-sgd", Order: 2, Rows: 512, Optimizer: "sgd", LR: 30, InitScale: 0.01, Seed: 12})
 	if !(mb.Policy.NumParams() > ma.Policy.NumParams()) {
 		t.Fatal("model B should be larger")
@@ -41,7 +41,7 @@ func TestTwoServersIndependentRewards(t *testing.T) {
 	const maxTok = 2
 	rounds := 60
 	if testing.Short() {
-		rounds = 25
+		rounds = 20
 	}
 	ctx := ctxT(t)
 	checksum := func(s *Server) (c uint64) {
@@ -66,8 +66,9 @@ func TestTwoServersIndependentRewards(t *testing.T) {
 						out := make([]WorkflowResult, len(eps))
 						for i, ep := range eps {
 							temp := 1.0
+							seed := int64(train*1_000_000 + r*1000 + k*10 + i)
 							resp, err := ep.Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "task " + task}},
-								MaxTokens: maxTok, Temperature: &temp, Logprobs: true})
+								MaxTokens: maxTok, Temperature: &temp, Logprobs: true, Seed: &seed})
 							if err != nil {
 								return nil, err
 							}

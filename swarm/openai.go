@@ -15,6 +15,10 @@ import (
 	"github.com/troupe-ml/troupe/rl"
 )
 
+// MaxEpisodeCompletions bounds the completions one episode may record (its
+// memory); further requests get 429.
+const MaxEpisodeCompletions = 4096
+
 // OpenAI chat-completions wire types (the subset this server implements).
 
 type chatMessageIn struct {
@@ -338,6 +342,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		openaiError(w, &apiError{status: http.StatusUnauthorized, msg: "invalid API key, or its episode has ended", code: "invalid_api_key"})
 		return
 	}
+	if ep.calls >= MaxEpisodeCompletions {
+		s.mu.Unlock()
+		openaiError(w, &apiError{status: http.StatusTooManyRequests, code: "episode_limit",
+			msg: fmt.Sprintf("an episode may make at most %d completions", MaxEpisodeCompletions)})
+		return
+	}
 	ep.inflight++
 	ep.calls++
 	ep.lastActive = time.Now()
@@ -413,6 +423,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	gens, err := s.model.Generate(r.Context(), prompts, opts)
 	s.modelMu.RUnlock()
 	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away; nothing is recorded
+		}
 		openaiError(w, &apiError{status: http.StatusInternalServerError, msg: "generation failed: " + err.Error()})
 		return
 	}

@@ -228,6 +228,7 @@ func (s *Server) boot() error {
 	}
 	s.status, s.detail = StatusRolling, "collecting episodes"
 	s.booted.Store(true)
+	s.m.globalStep.Set(float64(s.step.Load()))
 	s.m.setStatus(s.status)
 	s.log.Info("engine rolling", "global_step", s.step.Load())
 	return nil

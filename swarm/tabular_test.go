@@ -56,6 +56,9 @@ func TestTabularGradient(t *testing.T) {
 			const h = 1e-2
 			check := func(k int) bool { // the tokens used plus a sample of the rest
 				tok := k % ByteVocab
+				if testing.Short() {
+					return tok >= 'a' && tok <= 'e' || k%997 == 0
+				}
 				return (tok >= 'a'-1 && tok <= 'f') || k%97 == 0
 			}
 			for k := range p.W {

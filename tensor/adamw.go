@@ -46,6 +46,11 @@ func AdamW(param, grad, m, v []float32, p AdamWParams) {
 	rc2 := float32(math.Sqrt(c2)) // √v̂ = √v·√c2
 	decay := 1 - p.LR*p.WeightDecay
 	grad, m, v = grad[:len(param)], m[:len(param)], v[:len(param)]
+	if kUseAVX2 && len(param) >= 8 {
+		adamwAVX2(param, grad, m, v, b1, b2, gs, rc2, p.Eps, decay, stepSize)
+		k := len(param) &^ 7
+		param, grad, m, v = param[k:], grad[k:], m[k:], v[k:]
+	}
 	for i := range param {
 		g := grad[i] * gs
 		mi := b1*m[i] + (1-b1)*g

@@ -12,6 +12,11 @@ package tensor
 func Axpy(alpha float32, x, y []float32) {
 	kSameLen("Axpy", "(x, y)", len(x), len(y))
 	y = y[:len(x)]
+	if kUseAVX2 && len(x) >= 8 {
+		axpyAVX2(alpha, x, y)
+		k := len(x) &^ 7
+		x, y = x[k:], y[k:]
+	}
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
 		y[i] += alpha * x[i]

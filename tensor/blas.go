@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	G "gorgonia.org/gorgonia"
-	gt "gorgonia.org/tensor"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+	G "gorgonia.org/gorgonia"
+	gt "gorgonia.org/tensor"
 )
 
 // BLAS is a gonum blas.Float32/Float64 (and Complex64/128) implementation

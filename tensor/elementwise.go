@@ -20,6 +20,11 @@ func kSameLen(op string, names string, lens ...int) {
 func VecAdd(dst, a, b []float32) {
 	kSameLen("VecAdd", "(dst, a, b)", len(dst), len(a), len(b))
 	a, b = a[:len(dst)], b[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		addAVX2(dst, a, b)
+		k := len(dst) &^ 7
+		dst, a, b = dst[k:], a[k:], b[k:]
+	}
 	for i := range dst {
 		dst[i] = a[i] + b[i]
 	}
@@ -29,6 +34,11 @@ func VecAdd(dst, a, b []float32) {
 func VecSub(dst, a, b []float32) {
 	kSameLen("VecSub", "(dst, a, b)", len(dst), len(a), len(b))
 	a, b = a[:len(dst)], b[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		subAVX2(dst, a, b)
+		k := len(dst) &^ 7
+		dst, a, b = dst[k:], a[k:], b[k:]
+	}
 	for i := range dst {
 		dst[i] = a[i] - b[i]
 	}
@@ -38,6 +48,11 @@ func VecSub(dst, a, b []float32) {
 func VecMul(dst, a, b []float32) {
 	kSameLen("VecMul", "(dst, a, b)", len(dst), len(a), len(b))
 	a, b = a[:len(dst)], b[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		mulAVX2(dst, a, b)
+		k := len(dst) &^ 7
+		dst, a, b = dst[k:], a[k:], b[k:]
+	}
 	for i := range dst {
 		dst[i] = a[i] * b[i]
 	}
@@ -47,6 +62,11 @@ func VecMul(dst, a, b []float32) {
 func VecDiv(dst, a, b []float32) {
 	kSameLen("VecDiv", "(dst, a, b)", len(dst), len(a), len(b))
 	a, b = a[:len(dst)], b[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		divAVX2(dst, a, b)
+		k := len(dst) &^ 7
+		dst, a, b = dst[k:], a[k:], b[k:]
+	}
 	for i := range dst {
 		dst[i] = a[i] / b[i]
 	}
@@ -56,6 +76,11 @@ func VecDiv(dst, a, b []float32) {
 func VecAddScalar(dst, a []float32, s float32) {
 	kSameLen("VecAddScalar", "(dst, a)", len(dst), len(a))
 	a = a[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		addScalarAVX2(dst, a, s)
+		k := len(dst) &^ 7
+		dst, a = dst[k:], a[k:]
+	}
 	for i := range dst {
 		dst[i] = a[i] + s
 	}
@@ -197,6 +222,11 @@ func LogBackward(dx, dy, x []float32) { VecDiv(dx, dy, x) }
 func VecTanh(dst, src []float32) {
 	kSameLen("VecTanh", "(dst, src)", len(dst), len(src))
 	src = src[:len(dst)]
+	if kUseAVX2 && len(dst) >= 8 {
+		tanhAVX2(dst, src)
+		k := len(dst) &^ 7
+		dst, src = dst[k:], src[k:]
+	}
 	for i, x := range src {
 		dst[i] = Tanh32(x)
 	}

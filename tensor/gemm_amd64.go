@@ -39,9 +39,3 @@ func gemmKernels() []kernelAvail {
 		{kernelGo, true},
 	}
 }
-
-//go:noescape
-func sgemmKernelAVX512pfB(kc int, a, b, c *float32, ldc int, alpha, beta float32)
-
-//go:noescape
-func sgemmKernelAVX512nopf(kc int, a, b, c *float32, ldc int, alpha, beta float32)

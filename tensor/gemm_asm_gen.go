@@ -28,6 +28,7 @@ type kernel struct {
 	unroll int    // k-loop unroll factor
 	pfA    int    // prefetch distance for A in bytes (0: none)
 	pfB    int    // prefetch distance for B in bytes (0: none)
+	bcst   bool   // FMAs take A from memory with embedded broadcast
 }
 
 func (k kernel) nr() int { return k.vecs * k.width }
@@ -80,6 +81,12 @@ func gen(k kernel) {
 			}
 		}
 		for r := 0; r < mr; r++ {
+			if k.bcst {
+				for v := 0; v < nv; v++ {
+					emit("\tVFMADD231PS.BCST %d(AX), %s, %s", p*aStep+r*4, bReg(v), acc(r, v))
+				}
+				continue
+			}
 			emit("\tVBROADCASTSS %d(AX), %s", p*aStep+r*4, aReg(r))
 			for v := 0; v < nv; v++ {
 				emit("\tVFMADD231PS %s, %s, %s", bReg(v), aReg(r), acc(r, v))
@@ -110,11 +117,16 @@ func gen(k kernel) {
 	emit("%s_epilogue:", k.name)
 	alpha := bReg(0)
 	betaR := bReg(1)
+	// alpha == 1 (bits 0x3f800000) skips the scaling.
+	emit("\tMOVL alpha+40(FP), DX")
+	emit("\tCMPL DX, $0x3f800000")
+	emit("\tJEQ %s_beta", k.name)
 	emit("\tVBROADCASTSS alpha+40(FP), %s", alpha)
 	for i := 0; i < nAcc; i++ {
 		r := fmt.Sprintf("%s%d", k.reg, i)
 		emit("\tVMULPS %s, %s, %s", alpha, r, r)
 	}
+	emit("%s_beta:", k.name)
 	emit("\tMOVL beta+44(FP), DX")
 	emit("\tANDL $0x7fffffff, DX")
 	emit("\tJEQ %s_store", k.name)
@@ -162,9 +174,9 @@ func main() {
 	emit("")
 	emit("#include \"textflag.h\"")
 	emit("")
-	gen(kernel{name: "sgemmKernelAVX512", mr: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfA: 512})
-	gen(kernel{name: "sgemmKernelAVX512pfB", mr: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfB: 1024})
-	gen(kernel{name: "sgemmKernelAVX512nopf", mr: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4})
+	// The AVX-512 kernel runs with the A micro-panel resident in L1 and B
+	// streaming from L2 (gemmKernel.aOuter), so it prefetches B ahead.
+	gen(kernel{name: "sgemmKernelAVX512", mr: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfB: 1024})
 	gen(kernel{name: "sgemmKernelAVX2", mr: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
 	os.Stdout.WriteString(w.String())
 }

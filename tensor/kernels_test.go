@@ -326,6 +326,8 @@ func TestSoftmaxAxis(t *testing.T) {
 			got := make([]float32, len(x))
 			SoftmaxAxis(got, x, outer, n, inner, log)
 			ktCheckClose(t, fmt.Sprintf("SoftmaxAxis log=%v %v", log, g), want, got, 1e-5, 1e-7)
+			SoftmaxAxis(x, x, outer, n, inner, log) // in place
+			ktCheckClose(t, fmt.Sprintf("SoftmaxAxis in place log=%v %v", log, g), want, x, 1e-5, 1e-7)
 		}
 	}
 }

@@ -19,6 +19,10 @@ func kSum(x []float32) float64 {
 		x = x[n:]
 		var s0, s1, s2, s3 float32
 		i := 0
+		if kUseAVX2 && n >= 8 {
+			s0 = sumAVX2(blk) // 16 lanes
+			i = n &^ 7
+		}
 		for ; i+4 <= len(blk); i += 4 {
 			s0 += blk[i]
 			s1 += blk[i+1]

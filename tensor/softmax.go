@@ -165,15 +165,19 @@ func SoftmaxAxis(dst, src []float32, outer, n, inner int, log bool) {
 		clear(z64)
 		for k := 0; k < n; k++ {
 			sk, dk := s[k*inner:(k+1)*inner], d[k*inner:(k+1)*inner]
-			VecSub(dk, sk, m)
-			VecExp(dk, dk)
 			if log {
-				for j, v := range dk {
+				// exp into scratch: the output is formed from src below,
+				// and dst may alias src.
+				VecSub(z, sk, m)
+				VecExp(z, z)
+				for j, v := range z {
 					z64[j] += float64(v)
 				}
-			} else {
-				VecAdd(z, z, dk)
+				continue
 			}
+			VecSub(dk, sk, m)
+			VecExp(dk, dk)
+			VecAdd(z, z, dk)
 		}
 		if log {
 			for j, v := range z64 {

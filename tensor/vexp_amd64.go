@@ -62,3 +62,27 @@ func sigmoidAVX512(dst, src []float32)
 // (the AVX2 flag must be set too: the AVX-512 loops leave a block of 8 to the
 // AVX2 ones).
 var kUseAVX512 = kUseAVX2 && cpu.X86.HasAVX512F
+
+//go:noescape
+func addAVX2(dst, a, b []float32)
+
+//go:noescape
+func subAVX2(dst, a, b []float32)
+
+//go:noescape
+func mulAVX2(dst, a, b []float32)
+
+//go:noescape
+func divAVX2(dst, a, b []float32)
+
+//go:noescape
+func axpyAVX2(alpha float32, x, y []float32)
+
+//go:noescape
+func addScalarAVX2(dst, src []float32, s float32)
+
+//go:noescape
+func adamwAVX2(param, grad, m, v []float32, b1, b2, gs, rc2, eps, decay, step float32)
+
+//go:noescape
+func tanhAVX2(dst, src []float32)

@@ -752,3 +752,209 @@ sg5loop:
 sg5done:
 	VZEROUPPER
 	RET
+
+// ---- element-wise binary ops (AVX2) -----------------------------------------
+
+// BINOP8 defines func NAME(dst, a, b []float32): dst = a OP b over the first
+// len(dst) rounded down to 8 elements, 16 per iteration.
+#define BINOP8(NAME, OP) \
+TEXT NAME(SB), NOSPLIT, $0-72 \
+	MOVQ dst_base+0(FP), DI \
+	MOVQ dst_len+8(FP), CX \
+	MOVQ a_base+24(FP), SI \
+	MOVQ b_base+48(FP), DX \
+	SHRQ $3, CX \
+	JZ 9(PC) \
+	VMOVUPS (SI), Y0 \
+	OP (DX), Y0, Y0 \
+	VMOVUPS Y0, (DI) \
+	ADDQ $32, SI \
+	ADDQ $32, DX \
+	ADDQ $32, DI \
+	DECQ CX \
+	JNZ -7(PC) \
+	VZEROUPPER \
+	RET
+
+BINOP8(·addAVX2, VADDPS)
+BINOP8(·subAVX2, VSUBPS)
+BINOP8(·mulAVX2, VMULPS)
+BINOP8(·divAVX2, VDIVPS)
+
+// func axpyAVX2(alpha float32, x, y []float32)
+// y += alpha·x over the first len(x) rounded down to 8 elements.
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-56
+	VBROADCASTSS alpha+0(FP), Y2
+	MOVQ x_base+8(FP), SI
+	MOVQ x_len+16(FP), CX
+	MOVQ y_base+32(FP), DI
+	SHRQ $3, CX
+	JZ axdone
+axloop:
+	VMOVUPS (DI), Y0
+	VFMADD231PS (SI), Y2, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ axloop
+axdone:
+	VZEROUPPER
+	RET
+
+// func addScalarAVX2(dst, src []float32, s float32)
+// dst[i] = src[i] + s over the first len(dst) rounded down to 8 elements.
+TEXT ·addScalarAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	VBROADCASTSS s+48(FP), Y2
+	SHRQ $3, CX
+	JZ asdone
+asloop:
+	VADDPS (SI), Y2, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ asloop
+asdone:
+	VZEROUPPER
+	RET
+
+// func adamwAVX2(param, grad, m, v []float32, b1, b2, gs, rc2, eps, decay, step float32)
+// One AdamW update (see AdamW) over the first len(param) rounded down to 8.
+TEXT ·adamwAVX2(SB), NOSPLIT, $0-124
+	MOVQ param_base+0(FP), DI
+	MOVQ param_len+8(FP), CX
+	MOVQ grad_base+24(FP), SI
+	MOVQ m_base+48(FP), R8
+	MOVQ v_base+72(FP), R9
+	VBROADCASTSS b1+96(FP), Y8
+	VBROADCASTSS kxone<>(SB), Y9
+	VSUBPS Y8, Y9, Y9
+	VBROADCASTSS b2+100(FP), Y10
+	VBROADCASTSS kxone<>(SB), Y11
+	VSUBPS Y10, Y11, Y11
+	VBROADCASTSS gs+104(FP), Y12
+	VBROADCASTSS rc2+108(FP), Y13
+	VBROADCASTSS eps+112(FP), Y14
+	VBROADCASTSS decay+116(FP), Y15
+	VBROADCASTSS step+120(FP), Y7
+	SHRQ $3, CX
+	JZ adone
+aloop:
+	VMULPS (SI), Y12, Y0
+	VMULPS (R8), Y8, Y1
+	VFMADD231PS Y0, Y9, Y1
+	VMOVUPS Y1, (R8)
+	VMULPS Y0, Y0, Y2
+	VMULPS (R9), Y10, Y3
+	VFMADD231PS Y2, Y11, Y3
+	VMOVUPS Y3, (R9)
+	VSQRTPS Y3, Y3
+	VFMADD213PS Y14, Y13, Y3
+	VMULPS Y7, Y1, Y1
+	VDIVPS Y3, Y1, Y1
+	VMULPS (DI), Y15, Y4
+	VSUBPS Y1, Y4, Y4
+	VMOVUPS Y4, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ CX
+	JNZ aloop
+adone:
+	VZEROUPPER
+	RET
+
+// ---- tanh (AVX2) ------------------------------------------------------------
+
+DATA kxc7<>+0(SB)/4, $0x39500d01
+DATA kxc7<>+4(SB)/4, $0x39500d01
+DATA kxc7<>+8(SB)/4, $0x39500d01
+DATA kxc7<>+12(SB)/4, $0x39500d01
+DATA kxc7<>+16(SB)/4, $0x39500d01
+DATA kxc7<>+20(SB)/4, $0x39500d01
+DATA kxc7<>+24(SB)/4, $0x39500d01
+DATA kxc7<>+28(SB)/4, $0x39500d01
+GLOBL kxc7<>(SB), RODATA|NOPTR, $32
+
+DATA kxtwo<>+0(SB)/4, $0x40000000
+DATA kxtwo<>+4(SB)/4, $0x40000000
+DATA kxtwo<>+8(SB)/4, $0x40000000
+DATA kxtwo<>+12(SB)/4, $0x40000000
+DATA kxtwo<>+16(SB)/4, $0x40000000
+DATA kxtwo<>+20(SB)/4, $0x40000000
+DATA kxtwo<>+24(SB)/4, $0x40000000
+DATA kxtwo<>+28(SB)/4, $0x40000000
+GLOBL kxtwo<>(SB), RODATA|NOPTR, $32
+
+DATA kxmtwo<>+0(SB)/4, $0xc0000000
+DATA kxmtwo<>+4(SB)/4, $0xc0000000
+DATA kxmtwo<>+8(SB)/4, $0xc0000000
+DATA kxmtwo<>+12(SB)/4, $0xc0000000
+DATA kxmtwo<>+16(SB)/4, $0xc0000000
+DATA kxmtwo<>+20(SB)/4, $0xc0000000
+DATA kxmtwo<>+24(SB)/4, $0xc0000000
+DATA kxmtwo<>+28(SB)/4, $0xc0000000
+GLOBL kxmtwo<>(SB), RODATA|NOPTR, $32
+
+DATA kxsign<>+0(SB)/4, $0x80000000
+DATA kxsign<>+4(SB)/4, $0x80000000
+DATA kxsign<>+8(SB)/4, $0x80000000
+DATA kxsign<>+12(SB)/4, $0x80000000
+DATA kxsign<>+16(SB)/4, $0x80000000
+DATA kxsign<>+20(SB)/4, $0x80000000
+DATA kxsign<>+24(SB)/4, $0x80000000
+DATA kxsign<>+28(SB)/4, $0x80000000
+GLOBL kxsign<>(SB), RODATA|NOPTR, $32
+
+// func tanhAVX2(dst, src []float32)
+// dst[i] = tanh(src[i]) for the first len(dst) rounded down to 8, as Tanh32:
+// e = expm1(-2|x|) = 2ⁿ·q + (2ⁿ - 1) with q = expm1(r) from its polynomial
+// (exact cancellation-free when n = 0), tanh(-|x|) = e/(e+2), sign restored.
+TEXT ·tanhAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ src_base+24(FP), SI
+	LOADCONST
+	VMOVUPS kxsign<>(SB), Y12
+	VMOVUPS kxtwo<>(SB), Y11
+	SHRQ $3, CX
+	JZ thdone
+thloop:
+	VMOVUPS (SI), Y5
+	VANDNPS Y5, Y12, Y0
+	VMULPS kxmtwo<>(SB), Y0, Y0
+	VMAXPS Y0, Y15, Y0
+	VMULPS kxlog2e<>(SB), Y0, Y2
+	VROUNDPS $0, Y2, Y2
+	VFNMADD231PS kxln2hi<>(SB), Y2, Y0
+	VFNMADD231PS kxln2lo<>(SB), Y2, Y0
+	VCVTPS2DQ Y2, Y2
+	VMOVUPS kxc7<>(SB), Y1
+	VFMADD213PS kxc6<>(SB), Y0, Y1
+	VFMADD213PS kxc5<>(SB), Y0, Y1
+	VFMADD213PS kxc4<>(SB), Y0, Y1
+	VFMADD213PS kxc3<>(SB), Y0, Y1
+	VFMADD213PS kxc2<>(SB), Y0, Y1
+	VFMADD213PS Y13, Y0, Y1
+	VMULPS Y0, Y1, Y1
+	VPADDD kxbias<>(SB), Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VSUBPS Y13, Y2, Y3
+	VFMADD213PS Y3, Y2, Y1
+	VADDPS Y11, Y1, Y3
+	VDIVPS Y3, Y1, Y1
+	VANDNPS Y12, Y5, Y4
+	VXORPS Y4, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ thloop
+thdone:
+	VZEROUPPER
+	RET

@@ -23,6 +23,7 @@ func BenchmarkVecPaths(b *testing.B) {
 		{"gelu", func() { GELU(out, x) }},
 		{"geluBackward", func() { GELUBackward(out, dy, x) }},
 		{"sigmoid", func() { VecSigmoid(out, x) }},
+		{"tanh", func() { VecTanh(out, x) }}, // AVX2 only: the avx512 row repeats it
 	}
 	paths := []struct {
 		name         string

@@ -29,3 +29,16 @@ func expShiftSumAVX512(dst, src []float32, shift float32) float32 { panic("unrea
 func geluAVX512(dst, src []float32)                               { panic("unreachable") }
 func geluBackwardAVX512(dx, dy, x []float32)                      { panic("unreachable") }
 func sigmoidAVX512(dst, src []float32)                            { panic("unreachable") }
+
+func addAVX2(dst, a, b []float32)                 { panic("unreachable") }
+func subAVX2(dst, a, b []float32)                 { panic("unreachable") }
+func mulAVX2(dst, a, b []float32)                 { panic("unreachable") }
+func divAVX2(dst, a, b []float32)                 { panic("unreachable") }
+func axpyAVX2(alpha float32, x, y []float32)      { panic("unreachable") }
+func addScalarAVX2(dst, src []float32, s float32) { panic("unreachable") }
+
+func adamwAVX2(param, grad, m, v []float32, b1, b2, gs, rc2, eps, decay, step float32) {
+	panic("unreachable")
+}
+
+func tanhAVX2(dst, src []float32) { panic("unreachable") }

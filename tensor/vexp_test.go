@@ -33,10 +33,14 @@ func testAsmMatchesPureGo(t *testing.T, use512 bool) {
 		x := ktRandSlice(rng, n, 4)
 		copy(x, special)
 		dy := ktRandSlice(rng, n, 1)
+		ths := map[bool][]float32{}
 		run := func(asm bool) (e, g, gb, sm, lsm, sg []float32) {
 			kUseAVX2, kUseAVX512 = asm, asm && use512
 			sg = make([]float32, n)
 			VecSigmoid(sg, x)
+			th := make([]float32, n)
+			VecTanh(th, x)
+			ths[asm] = th
 			e, g, gb = make([]float32, n), make([]float32, n), make([]float32, n)
 			sm, lsm = make([]float32, n), make([]float32, n)
 			VecExp(e, x)
@@ -51,6 +55,12 @@ func testAsmMatchesPureGo(t *testing.T, use512 bool) {
 		e0, g0, gb0, sm0, lsm0, sg0 := run(false)
 		e1, g1, gb1, sm1, lsm1, sg1 := run(true)
 		ktCheckClose(t, "VecSigmoid asm vs Go "+name, sg0, sg1, 1e-6, 0)
+		ktCheckClose(t, "VecTanh asm vs Go "+name, ths[false], ths[true], 1e-6, 0)
+		for i, v := range x {
+			if want := math.Tanh(float64(v)); math.Abs(float64(ths[true][i])-want) > 1e-6*math.Abs(want) {
+				t.Errorf("asm tanh(%v) = %v, want %v", v, ths[true][i], want)
+			}
+		}
 		// exp saturates at exp(88) for x > 88 and flushes x < -87 to 0 in both paths.
 		ktCheckClose(t, "VecExp asm vs Go "+name, e0, e1, 1e-6, 0)
 		// GELU's far negative tail (|gelu| < 1e-9) is exp of a large argument
@@ -128,6 +138,42 @@ func testAsmMatchesPureGo(t *testing.T, use512 bool) {
 	VecMulScalar(s0, x, 1.5)
 	kUseAVX2, kUseAVX512 = true, use512
 	ktCheckClose(t, "VecMulScalar asm vs Go", s0, s1, 0, 0)
+
+	// AdamW on both paths, a few steps
+	for _, n := range []int{8, 17, 100} {
+		var ps [2][]float32
+		for mode := range 2 {
+			kUseAVX2 = mode == 1
+			r := ktNewRNG(40)
+			p := ktRandSlice(r, n, 1)
+			m, v := make([]float32, n), make([]float32, n)
+			for step := 1; step <= 3; step++ {
+				AdamW(p, ktRandSlice(r, n, 1), m, v, AdamWParams{LR: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Step: step, GradScale: 0.7})
+			}
+			ps[mode] = p
+		}
+		kUseAVX2 = true
+		ktCheckClose(t, fmt.Sprintf("AdamW asm vs Go n=%d", n), ps[0], ps[1], 1e-6, 1e-7)
+	}
+
+	// element-wise binary ops, scalar add and axpy on both paths (exact
+	// except axpy, whose assembly fuses the multiply-add)
+	for _, n := range []int{8, 15, 16, 17, 33, 100} {
+		a, b := ktRandSlice(rng, n, 1), ktRandSlice(rng, n, 1)
+		for _, op := range []struct {
+			name string
+			f    func(dst, a, b []float32)
+		}{{"VecAdd", VecAdd}, {"VecSub", VecSub}, {"VecMul", VecMul}, {"VecDiv", VecDiv},
+			{"VecAddScalar", func(d, a, _ []float32) { VecAddScalar(d, a, 0.75) }},
+			{"Axpy", func(d, a, b []float32) { copy(d, b); Axpy(-1.25, a, d) }}} {
+			want, got := make([]float32, n), make([]float32, n)
+			kUseAVX2 = false
+			op.f(want, a, b)
+			kUseAVX2 = true
+			op.f(got, a, b)
+			ktCheckClose(t, fmt.Sprintf("%s asm vs Go n=%d", op.name, n), want, got, 1e-6, 1e-7)
+		}
+	}
 	out := make([]float32, 8)
 	VecExp(out, []float32{nan, 0, 0, 0, 0, 0, 0, 0})
 	if out[0] == out[0] || out[1] != 1 {

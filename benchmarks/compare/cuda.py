@@ -1,7 +1,7 @@
 """PyTorch CUDA side of troupe's GPU benchmarks (benchmarks/cuda_test.go).
 
-Runs the same work as BenchmarkCUDAGemm, BenchmarkCUDAAttention and
-BenchmarkCUDABlockStep on the GPU with PyTorch (cuBLAS, PyTorch's SDPA
+Runs the same work as BenchmarkCUDAGemm, BenchmarkCUDAAttention,
+BenchmarkCUDAAttentionDecode and BenchmarkCUDABlockStep on the GPU with PyTorch (cuBLAS, PyTorch's SDPA
 kernels, eager modules + AdamW), timed with CUDA events, and, given the Go
 benchmark output (--go-bench FILE, the text `go test -bench CUDA` prints),
 prints one table: key, troupe, PyTorch, unit, ratio (> 1: troupe is faster).
@@ -75,6 +75,21 @@ def attention(results):
         results[f"BenchmarkCUDAAttention/fwdbwd/T{T}"] = (3.5 * flops / (ms / 1e3) / 1e12, "TFLOP/s")
 
 
+def decode(results):
+    B, H, D = 16, 12, 64
+    for L in (128, 1024, 4096):
+        g = torch.Generator(device="cuda").manual_seed(1)
+        k, v = (torch.randn(B, H, L, D, device="cuda", generator=g) for _ in range(2))
+        q = torch.randn(B, H, 1, D, device="cuda", generator=g)
+
+        def step():
+            with torch.no_grad():
+                F.scaled_dot_product_attention(q, k, v)
+
+        ms = timed(step)
+        results[f"BenchmarkCUDAAttentionDecode/L{L}"] = (B / (ms / 1e3), "tokens/s")
+
+
 class Block(nn.Module):
     """The same causal pre-LN block as cuda.Block."""
 
@@ -135,14 +150,14 @@ def parse_go(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--go-bench", help="output of go test -bench CUDA (troupe side)")
-    ap.add_argument("--only", default="gemm,attention,block")
+    ap.add_argument("--only", default="gemm,attention,decode,block")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("cuda.py: PyTorch has no CUDA device")
     print(f"# PyTorch {torch.__version__}, {torch.cuda.get_device_name()}")
     results = {}
     for name in args.only.split(","):
-        {"gemm": gemm, "attention": attention, "block": block}[name](results)
+        {"gemm": gemm, "attention": attention, "decode": decode, "block": block}[name](results)
     go = parse_go(args.go_bench) if args.go_bench else {}
     print(f"{'benchmark':48s} {'troupe':>10s} {'pytorch':>10s} {'unit':8s} {'ratio':>7s}")
     for key, (val, unit) in results.items():

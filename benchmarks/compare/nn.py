@@ -175,9 +175,9 @@ def go_results():
         cwd=root, env=env, capture_output=True, text=True, check=True).stdout
     res = {}
     for line in out.splitlines():
-        mm = re.match(r"(BenchmarkNN\S+?)(-\d+)?\s+\d+\s+\d+ ns/op\s+([\d.]+) (\S+)", line)
+        mm = re.match(r"(BenchmarkNN\S+?)(-\d+)?\s+\d+\s+\d+ ns/op(.*)", line)
         if mm:
-            res[mm.group(1)] = (float(mm.group(3)), mm.group(4))
+            res[mm.group(1)] = {u: float(v) for v, u in re.findall(r"([\d.e+]+) (\S+)", mm.group(3))}
     return res, out
 
 
@@ -200,20 +200,33 @@ def main():
         return
     go, raw = go_results()
     rows = [
-        ("block step (ms)", "block", "BenchmarkNNBlockStep/troupe", "BenchmarkNNBlockStep/gorgonia", False),
-        ("LM step (ms)", "lm", "BenchmarkNNLMStep/troupe", "BenchmarkNNLMStep/gorgonia", False),
-        ("LSTM fwd+bwd (ms)", "lstm", "BenchmarkNNLSTM/troupe", "BenchmarkNNLSTM/gorgonia", False),
-        ("gen batch=1 (tok/s)", "gen1", "BenchmarkNNGenerate/troupe-kvcache/batch=1", "BenchmarkNNGenerate/gorgonia-recompute/batch=1", True),
-        ("gen batch=16 (tok/s)", "gen16", "BenchmarkNNGenerate/troupe-kvcache/batch=16", "BenchmarkNNGenerate/gorgonia-recompute/batch=16", True),
+        ("block step (ms)", "block", "BenchmarkNNBlockStep", False),
+        ("LM step (ms)", "lm", "BenchmarkNNLMStep", False),
+        ("LSTM fwd+bwd (ms)", "lstm", "BenchmarkNNLSTM", False),
+        ("gen batch=1 (tok/s)", "gen1", "BenchmarkNNGenerate/%s/batch=1", True),
+        ("gen batch=16 (tok/s)", "gen16", "BenchmarkNNGenerate/%s/batch=16", True),
     ]
+    nan = float("nan")
+    for kind in ("cpu", "wall"):
+        print()
+        print(f"{kind} time ({'process CPU time per step' if kind == 'cpu' else 'wall clock'}; one thread each)")
+        print(f"{'benchmark':24s} {'troupe':>10s} {'gorgonia':>10s} {'pytorch':>10s} {'troupe speed-up vs torch':>26s} {'vs gorgonia':>12s}")
+        for name, tk, bench, higher in rows:
+            if higher:
+                tr, gr = bench % "troupe-kvcache", bench % "gorgonia-recompute"
+                unit = "tokens/cpu-s" if kind == "cpu" else "tokens/s"
+                batch = 1 if tk == "gen1" else 16
+                p = batch * 16 / CPU[tk] if kind == "cpu" else torch_res[tk]
+            else:
+                tr, gr = bench + "/troupe", bench + "/gorgonia"
+                unit = "cpu-ms/step" if kind == "cpu" else "ms/step"
+                p = CPU[tk] * 1e3 if kind == "cpu" else torch_res[tk]
+            t = go.get(tr, {}).get(unit, nan)
+            g = go.get(gr, {}).get(unit, nan)
+            ratio, rg = (t / p, t / g) if higher else (p / t, g / t)
+            print(f"{name:24s} {t:10.2f} {g:10.2f} {p:10.2f} {ratio:25.2f}x {rg:11.2f}x")
     print()
-    print(f"{'benchmark':24s} {'troupe':>10s} {'gorgonia':>10s} {'pytorch':>10s} {'troupe speed-up vs torch':>26s}")
-    for name, tk, tr, gr, higher in rows:
-        t = go.get(tr, (float("nan"), ""))[0]
-        g = go.get(gr, (float("nan"), ""))[0]
-        p = torch_res[tk]
-        ratio = t / p if higher else p / t
-        print(f"{name:24s} {t:10.2f} {g:10.2f} {p:10.2f} {ratio:25.2f}x")
+    print(raw)
 
 
 if __name__ == "__main__":

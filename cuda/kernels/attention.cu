@@ -240,3 +240,60 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_d128(float *dq, float
 		float scale, int causal) {
 	attn_bwd_body<16, 16, 128>(dq, dk, dv, q, k, v, dout, lse, delta, T, D, scale, causal);
 }
+
+// attn_decode: one generation step with a KV cache. For each of the bh heads
+// (one block each), the single query q[bh][D] attends to the first L rows of
+// that head's key and value caches kc, vc ([bh][maxT][D]); o[bh][D] receives
+// the result. Each of the 4 warps walks every 4th key with its own online
+// softmax (lanes split D), and the warps' partial results are merged at the
+// end. Memory-bound by design: it reads each cached K and V row once.
+extern "C" __global__ void __launch_bounds__(128) attn_decode(float *o, const float *q, const float *kc,
+		const float *vc, int L, int maxT, int D, float scale) {
+	__shared__ float qs[128];
+	__shared__ float wm[4], wl[4];
+	__shared__ float wacc[4][128];
+	const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+	const long long hb = (long long)blockIdx.x * maxT * D;
+	q += (long long)blockIdx.x * D;
+	o += (long long)blockIdx.x * D;
+	if (t < D) qs[t] = q[t] * scale;
+	__syncthreads();
+	float m = -TROUPE_INF, l = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+	for (int j = warp; j < L; j += 4) {
+		const float *kr = kc + hb + (long long)j * D, *vr = vc + hb + (long long)j * D;
+		float s = 0.f;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			int d = lane + 32 * i;
+			if (d < D) s = fmaf(qs[d], kr[d], s);
+		}
+		s = warp_sum(s);
+		float mn = fmaxf(m, s);
+		float corr = expf(m - mn), p = expf(s - mn);
+		l = l * corr + p;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			int d = lane + 32 * i;
+			acc[i] = acc[i] * corr + (d < D ? p * vr[d] : 0.f);
+		}
+		m = mn;
+	}
+	if (lane == 0) { wm[warp] = m; wl[warp] = l; }
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		int d = lane + 32 * i;
+		if (d < 128) wacc[warp][d] = acc[i];
+	}
+	__syncthreads();
+	if (t < D) {
+		float M = fmaxf(fmaxf(wm[0], wm[1]), fmaxf(wm[2], wm[3]));
+		float num = 0.f, den = 0.f;
+#pragma unroll
+		for (int w = 0; w < 4; w++) {
+			float f = wm[w] == -TROUPE_INF ? 0.f : expf(wm[w] - M);
+			num += f * wacc[w][t];
+			den += f * wl[w];
+		}
+		o[t] = den > 0.f ? num / den : 0.f;
+	}
+}

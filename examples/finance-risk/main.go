@@ -24,12 +24,15 @@ import (
 
 // Options of a run.
 type Options struct {
-	Quick   bool
-	Seed    uint64
-	Out     string
-	Data    string
-	Folds   int
-	Verbose bool
+	Quick bool
+	Seed  uint64
+	Out   string
+	Data  string
+	Folds int
+	// Members selects how the transformer and MLP members are built:
+	// "gorgonia" (default: attribute-token transformer of package agents)
+	// or "nn" (package nn's TokenSetEncoder and MLP).
+	Members string
 }
 
 func main() {
@@ -39,6 +42,7 @@ func main() {
 	flag.StringVar(&o.Out, "out", "out/finance-risk", "output directory for report.md and the plots")
 	flag.StringVar(&o.Data, "data", "", "data directory (default <repo>/data; fetched when missing)")
 	flag.IntVar(&o.Folds, "folds", 0, "cross-validation folds (default 5, 3 with -quick)")
+	flag.StringVar(&o.Members, "members", "gorgonia", "member implementation: gorgonia (attribute-token transformer) or nn (package nn TokenSetEncoder and MLP)")
 	flag.Parse()
 	if _, err := Run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "finance-risk:", err)
@@ -115,6 +119,13 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 		lstmEpochs, crossK, rounds, studentEpochs = 1, 2, 25, 25
 	}
 	cfg.Seed = o.Seed
+	switch o.Members {
+	case "", "gorgonia":
+	case "nn":
+		cfg.NN = true
+	default:
+		return nil, fmt.Errorf("-members %q: want gorgonia or nn", o.Members)
+	}
 	mk, err := pipeline.TrainMarket(d, 16, lstmEpochs, o.Seed, logf)
 	if err != nil {
 		return nil, err
@@ -196,8 +207,7 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 			}
 			fm[mm.model], preds[mm.model] = evalProb(pv[0], pv), pv[0]
 		}
-		res.Params[mTF] = cr.Parts[0].TF.Params().Count()
-		res.Params[mMLP] = cr.Parts[0].MLP.Params().Count()
+		res.Params[mTF], res.Params[mMLP] = cr.Parts[0].ParamCounts()
 		res.Params[mMarket] = mk.Net.Params().Count()
 		// Market agent alone: no credit opinion, so it scores with its
 		// volatility forecast (AUC) and decides with the training base rate.
@@ -279,7 +289,7 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 		for i, j := range train {
 			apps = append(apps, mkApp(ztr, i, j))
 		}
-		nval := len(apps) / 4
+		nval := len(apps) / 2 // the validator scores on half: a smaller sample picked poor snapshots
 		tr := TrainDecision(apps[nval:], apps[:nval], 3, rounds, 192, 4, rw, o.Seed+uint64(f))
 		if f == 0 {
 			res.Rounds = tr.Rounds

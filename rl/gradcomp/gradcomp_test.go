@@ -310,6 +310,9 @@ func TestCompressedSGDConverges(t *testing.T) {
 		{Options{Codec: TopKQ8, Frac: 0.05, ErrorFeedback: true}, true},
 		{Options{Codec: TopK, Frac: 0.1}, false}, // no error feedback: reported, not required
 	} {
+		if testing.Short() && !tc.bar {
+			continue // reported configurations only in the full run
+		}
 		name := fmt.Sprintf("%v/frac=%g/ef=%v", tc.opt.Codec, tc.opt.Frac, tc.opt.ErrorFeedback)
 		c := New(tc.opt)
 		f := sgdRun(p, c, steps, 1)

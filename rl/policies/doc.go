@@ -1,6 +1,7 @@
 // Package policies provides rl.Policy implementations: Softmax, a classic
 // linear or one-hidden-layer softmax policy over an observation vector with an
 // optional value head, exact analytic gradients and its own Adam optimizer,
-// for bandits, contextual bandits and small control tasks; and an adapter of
-// package nn's language models when that package provides them.
+// for bandits, contextual bandits and small control tasks; and LM, an adapter
+// of package nn's transformer language models (nn.LM and nn.LMTrainer) whose
+// actions are generated tokens.
 package policies

@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -159,4 +160,19 @@ func TestSoftmaxInitialUniform(t *testing.T) {
 			t.Fatalf("initial policy not uniform: %v", pr)
 		}
 	}
+}
+
+func ExampleSoftmax() {
+	p := NewSoftmax(SoftmaxConfig{In: 2, Actions: 3, LR: 0.1})
+	obs := []float32{1, 0}
+	batch := []rl.Sample{{Obs: obs, Actions: []int{2}}}
+	// ascend log π(2|obs) for 50 steps: loss = −log π, dloss/dlogπ = −1
+	for i := 0; i < 50; i++ {
+		p.ForwardBackward(batch, func(logp, _ [][]float32) (float64, [][]float32, [][]float32) {
+			return -float64(logp[0][0]), [][]float32{{-1}}, nil
+		})
+		p.Step()
+	}
+	fmt.Printf("π(2) = %.2f after %d steps\n", p.Probs(nil, obs)[2], p.Version())
+	// Output: π(2) = 1.00 after 50 steps
 }

@@ -206,3 +206,33 @@ func ExampleBuffer() {
 	fmt.Println(n["common"] > 10*n["rare"])
 	// Output: true
 }
+
+func BenchmarkReplay(b *testing.B) {
+	for _, capacity := range []int{1 << 10, 1 << 16, 1 << 20} {
+		b.Run(fmt.Sprintf("add/cap=%d", capacity), func(b *testing.B) {
+			buf := New[int](capacity, 0.6)
+			i := 0
+			for b.Loop() {
+				buf.Add(i, float64(1+i%13))
+				i++
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "adds/s")
+		})
+		b.Run(fmt.Sprintf("sample32+update/cap=%d", capacity), func(b *testing.B) {
+			buf := New[int](capacity, 0.6)
+			for i := 0; i < capacity; i++ {
+				buf.Add(i, float64(1+i%13))
+			}
+			rng := rand.New(rand.NewPCG(1, 1))
+			ids := make([]uint64, 32)
+			ps := make([]float64, 32)
+			for b.Loop() {
+				for k, it := range buf.Sample(32, 0.5, rng) {
+					ids[k], ps[k] = it.ID, it.Priority*1.01
+				}
+				buf.Update(ids, ps)
+			}
+			b.ReportMetric(32*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+		})
+	}
+}

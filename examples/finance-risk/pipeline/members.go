@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"github.com/troupe-ml/troupe/examples/finance-risk/agents"
 	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
@@ -26,6 +27,11 @@ type Config struct {
 	MLPHidden, MLPEpochs           int
 	LR                             float64
 	Seed                           uint64
+	// NN builds the transformer and MLP members from package nn
+	// (nn.TokenSetEncoder over the encoded columns, nn MLP, trained with
+	// nn.Trainer) instead of the Gorgonia attribute-token models of
+	// package agents.
+	NN bool
 }
 
 // DefaultConfig is the full run's configuration; Quick a small one.
@@ -51,6 +57,16 @@ type Members struct {
 	// TFLoss and MLPLoss are the final training losses.
 	TFLoss, MLPLoss float64
 	tfInf, mlpInf   *agents.Infer // built on first use
+	// NNTF and NNMLP replace TF and MLP when Config.NN is set.
+	NNTF, NNMLP *agents.NNNet
+}
+
+// ParamCounts returns the parameter counts of the transformer and the MLP.
+func (ms *Members) ParamCounts() (tf, mlp int) {
+	if ms.NNTF != nil {
+		return ms.NNTF.ParamCount(), ms.NNMLP.ParamCount()
+	}
+	return ms.TF.Params().Count(), ms.MLP.Params().Count()
 }
 
 // Close releases the inference machines.
@@ -66,19 +82,37 @@ func (ms *Members) Close() {
 func TrainMembers(d *Data, mk *MarketAgent, idx []int, cfg Config, seed uint64) (*Members, error) {
 	rows, y := d.Rows(idx), d.Labels(idx)
 	enc := finrisk.FitEncoder(d.Credit.Attrs, rows)
-	ms := &Members{Enc: enc, Market: mk, d: d,
-		TF:  agents.NewTokenTransformer("tf", len(d.Credit.Attrs), enc.Width, cfg.TFDim, cfg.TFHeads, cfg.TFFF, seed),
-		MLP: agents.NewMLP("mlp", enc.Width, cfg.MLPHidden, seed+1)}
+	ms := &Members{Enc: enc, Market: mk, d: d}
 	yf := make([]float32, len(y))
 	for i, v := range y {
 		yf[i] = float32(v)
 	}
 	var err error
-	if ms.TFLoss, err = fit(ms.TF, enc.Tokens(rows), yf, cfg.TFEpochs, cfg.LR, 3e-3, seed); err != nil {
-		return nil, fmt.Errorf("transformer: %w", err)
-	}
-	if ms.MLPLoss, err = fit(ms.MLP, enc.Matrix(rows), yf, cfg.MLPEpochs, 3e-3, 1e-2, seed); err != nil {
-		return nil, fmt.Errorf("mlp: %w", err)
+	if cfg.NN {
+		ms.NNTF = agents.NewNNTransformer(enc.Width, cfg.TFDim, 1, cfg.TFHeads, seed, cfg.LR, 0.05)
+		ms.NNMLP = agents.NewNNMLP(enc.Width, cfg.MLPHidden, seed+1, 3e-3, 0.05)
+		x := enc.Matrix(rows)
+		rng := rand.New(rand.NewPCG(seed, 0x22))
+		for _, job := range []struct {
+			net    *agents.NNNet
+			epochs int
+			loss   *float64
+		}{{ms.NNTF, cfg.TFEpochs, &ms.TFLoss}, {ms.NNMLP, cfg.MLPEpochs, &ms.MLPLoss}} {
+			for ep := 0; ep < job.epochs; ep++ {
+				if *job.loss, err = job.net.Epoch(x, yf, 100, agents.BCE, rng); err != nil {
+					return nil, err
+				}
+			}
+		}
+	} else {
+		ms.TF = agents.NewTokenTransformer("tf", len(d.Credit.Attrs), enc.Width, cfg.TFDim, cfg.TFHeads, cfg.TFFF, seed)
+		ms.MLP = agents.NewMLP("mlp", enc.Width, cfg.MLPHidden, seed+1)
+		if ms.TFLoss, err = fit(ms.TF, enc.Tokens(rows), yf, cfg.TFEpochs, cfg.LR, 3e-3, seed); err != nil {
+			return nil, fmt.Errorf("transformer: %w", err)
+		}
+		if ms.MLPLoss, err = fit(ms.MLP, enc.Matrix(rows), yf, cfg.MLPEpochs, 3e-3, 1e-2, seed); err != nil {
+			return nil, fmt.Errorf("mlp: %w", err)
+		}
 	}
 	// Calibrate the rule score with a one-feature logistic regression.
 	sc := make([]float32, len(rows))
@@ -126,17 +160,28 @@ func (o *Outputs) EmbDims() []int { return o.EmbDim[:] }
 func (ms *Members) Outputs(rows [][]float64, idx []int) (*Outputs, error) {
 	n := len(rows)
 	o := &Outputs{N: n, Mask: make([]float32, n*NumMembers)}
-	if ms.tfInf == nil {
-		ms.tfInf, ms.mlpInf = agents.NewInfer(ms.TF, 200), agents.NewInfer(ms.MLP, 200)
-	}
 	var err error
-	if o.Logit[Transformer], o.Emb[Transformer], err = ms.tfInf.Run(ms.Enc.Tokens(rows), n); err != nil {
-		return nil, err
+	if ms.NNTF != nil {
+		x := ms.Enc.Matrix(rows)
+		if o.Logit[Transformer], o.Emb[Transformer], err = ms.NNTF.Run(x, n); err != nil {
+			return nil, err
+		}
+		if o.Logit[MLP], o.Emb[MLP], err = ms.NNMLP.Run(x, n); err != nil {
+			return nil, err
+		}
+		o.EmbDim[Transformer], o.EmbDim[MLP] = ms.NNTF.EmbDim(), ms.NNMLP.EmbDim()
+	} else {
+		if ms.tfInf == nil {
+			ms.tfInf, ms.mlpInf = agents.NewInfer(ms.TF, 200), agents.NewInfer(ms.MLP, 200)
+		}
+		if o.Logit[Transformer], o.Emb[Transformer], err = ms.tfInf.Run(ms.Enc.Tokens(rows), n); err != nil {
+			return nil, err
+		}
+		if o.Logit[MLP], o.Emb[MLP], err = ms.mlpInf.Run(ms.Enc.Matrix(rows), n); err != nil {
+			return nil, err
+		}
+		o.EmbDim[Transformer], o.EmbDim[MLP] = ms.TF.EmbDim(), ms.MLP.EmbDim()
 	}
-	if o.Logit[MLP], o.Emb[MLP], err = ms.mlpInf.Run(ms.Enc.Matrix(rows), n); err != nil {
-		return nil, err
-	}
-	o.EmbDim[Transformer], o.EmbDim[MLP] = ms.TF.EmbDim(), ms.MLP.EmbDim()
 	H := ms.Market.Net.Hidden
 	o.EmbDim[Market] = H
 	o.Logit[Market] = make([]float32, n) // no credit opinion

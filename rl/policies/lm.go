@@ -1,0 +1,112 @@
+package policies
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/troupe-ml/troupe/nn"
+	"github.com/troupe-ml/troupe/rl"
+)
+
+// LM adapts a language model of package nn to rl.Policy: a Sample's Prompt
+// conditions the model and its Actions are the generated tokens, whose
+// per-token log-probabilities come from nn.LMTrainer. The trainer's
+// optimizer applies the steps. LM has no value head (PPO needs one; GRPO,
+// REINFORCE and RLOO do not). Not safe for concurrent use.
+type LM struct {
+	Model   *nn.LM
+	Trainer *nn.LMTrainer
+	version int64
+}
+
+// NewLM returns a policy over model m trained by t (which must train m).
+func NewLM(m *nn.LM, t *nn.LMTrainer) *LM { return &LM{Model: m, Trainer: t} }
+
+func seqs(batch []rl.Sample) ([]nn.SeqExample, error) {
+	out := make([]nn.SeqExample, len(batch))
+	for i, s := range batch {
+		if len(s.Prompt) == 0 {
+			return nil, fmt.Errorf("policies: LM: sample %d has an empty prompt", i)
+		}
+		out[i] = nn.SeqExample{Prompt: s.Prompt, Target: s.Actions}
+	}
+	return out, nil
+}
+
+// LogProbs implements rl.Policy.
+func (p *LM) LogProbs(batch []rl.Sample) ([][]float32, error) {
+	ex, err := seqs(batch)
+	if err != nil {
+		return nil, err
+	}
+	lp, err := p.Trainer.TokenLogProbs(ex)
+	if err != nil {
+		return nil, fmt.Errorf("policies: LM log-probs: %w", err)
+	}
+	return lp, nil
+}
+
+// ForwardBackward implements rl.Policy (values are nil: no value head). A
+// NaN or Inf loss is not an error: the following Step is skipped instead.
+func (p *LM) ForwardBackward(batch []rl.Sample, loss rl.LossFunc) error {
+	ex, err := seqs(batch)
+	if err != nil {
+		return err
+	}
+	err = p.Trainer.ForwardBackward(ex, func(logp [][]float32) (float64, [][]float32) {
+		l, d, _ := loss(logp, nil)
+		return l, d
+	})
+	if errors.Is(err, nn.ErrNonFinite) {
+		// nn drops the gradients and makes the next Step skip; the
+		// trainer sees it as StepInfo.Skipped (Stats.SkippedSteps).
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("policies: LM forward-backward: %w", err)
+	}
+	return nil
+}
+
+// Step implements rl.Policy; the version grows only when the step is
+// applied.
+func (p *LM) Step() (rl.StepInfo, error) {
+	norm, skipped, err := p.Trainer.Step()
+	if err != nil {
+		return rl.StepInfo{GradNorm: norm, Skipped: skipped}, fmt.Errorf("policies: LM step: %w", err)
+	}
+	if !skipped {
+		p.version++
+	}
+	return rl.StepInfo{GradNorm: norm, Skipped: skipped}, nil
+}
+
+// Version implements rl.Policy.
+func (p *LM) Version() int64 { return p.version }
+
+// Sample generates one continuation per prompt and returns them as samples
+// with TaskID taskIDs[i], the behaviour log-probabilities and the current
+// Version; rewards are left to the caller. Generations without tokens are
+// left out.
+func (p *LM) Sample(prompts [][]int, taskIDs []string, opts nn.GenerateOptions) ([]rl.Sample, error) {
+	if len(taskIDs) != len(prompts) {
+		return nil, fmt.Errorf("policies: LM.Sample: %d task ids for %d prompts", len(taskIDs), len(prompts))
+	}
+	gens, err := p.Model.Generate(prompts, opts)
+	if err != nil {
+		return nil, fmt.Errorf("policies: LM generate: %w", err)
+	}
+	out := make([]rl.Sample, 0, len(gens))
+	for i, g := range gens {
+		if len(g.Tokens) == 0 {
+			continue
+		}
+		out = append(out, rl.Sample{
+			TaskID: taskIDs[i], Prompt: prompts[i], Actions: g.Tokens,
+			LogProbs: g.LogProbs, Version: p.version,
+		})
+	}
+	return out, nil
+}
+
+var _ rl.Policy = (*LM)(nil)
