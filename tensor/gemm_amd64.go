@@ -19,7 +19,7 @@ func sgemmKernelAVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 func sgemmKernelAVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
 var (
-	kernelAVX512 = &gemmKernel{name: "avx512", mr: 14, nr: 32, mc: 168, kc: 256, nc: 2048, aOuter: true, fn: sgemmKernelAVX512}
+	kernelAVX512 = &gemmKernel{name: "avx512", mr: 14, nr: 32, mc: 168, kc: 256, nc: 512, aOuter: true, fn: sgemmKernelAVX512}
 	kernelAVX2   = &gemmKernel{name: "avx2", mr: 6, nr: 16, mc: 144, kc: 256, nc: 2048, fn: sgemmKernelAVX2}
 )
 
