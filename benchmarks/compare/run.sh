@@ -12,7 +12,8 @@
 #    implementation measured beside troupe (gonum for GEMM).
 #
 # Environment: THREADS (default "1 $(nproc)"), REPEAT (default 3),
-# BENCHTIME (Go -benchtime, default 300ms), TOPICS (default "gemm").
+# BENCHTIME (Go -benchtime, default 1s), TOPICS (default "gemm");
+# GEMM_SHAPES=512x512x512,... restricts the gemm topic to those shapes.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -23,7 +24,7 @@ GO="${GO:-go}"
 THREADS="${THREADS:-1 $(nproc)}"
 THREADS="$(echo $THREADS | tr ' ' '\n' | sort -nu | tr '\n' ' ')"
 REPEAT="${REPEAT:-3}"
-BENCHTIME="${BENCHTIME:-300ms}"
+BENCHTIME="${BENCHTIME:-1s}"
 TOPICS="${TOPICS:-gemm}"
 
 if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
