@@ -477,20 +477,42 @@ func registerFake(t *testing.T) {
 	t.Cleanup(func() { tensor.RegisterBackend((*fakeDev)(nil), nil) })
 }
 
-func fakeApprox(t *testing.T, name string, got, want []float32) {
+// closeF32 compares with go-cmp's EquateApprox rule (|x−y| ≤ abs or ≤
+// rel·min(|x|,|y|)), NaNs equal; a plain loop screens first because cmp's
+// reflection over 10⁵ elements is slow, and cmp.Diff reports mismatches.
+func closeF32(t *testing.T, name string, got, want []float32, rel, abs float64) {
 	t.Helper()
-	opt := cmpopts.EquateApprox(1e-5, 1e-6)
-	if d := cmp.Diff(want, got, opt, cmpopts.EquateNaNs()); d != "" {
-		t.Errorf("%s: fake device vs CPU (-cpu +device):\n%s", name, d)
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(got); i++ {
+		x, y := float64(got[i]), float64(want[i])
+		if x != x && y != y || x == y {
+			continue
+		}
+		d := math.Abs(x - y)
+		ok = d <= abs || d <= rel*math.Min(math.Abs(x), math.Abs(y))
+	}
+	if ok {
+		return
+	}
+	if d := cmp.Diff(want, got, cmpopts.EquateApprox(rel, abs), cmpopts.EquateNaNs()); d != "" {
+		t.Errorf("%s: device vs CPU (-cpu +device):\n%s", name, d)
 	}
 }
 
-// TestDenseBackendFake runs package tensor's Dense-level API on fake-device
-// tensors and on host tensors and compares.
-func TestDenseBackendFake(t *testing.T) {
-	registerFake(t)
-	f := newFakeDev()
-	rng := rand.New(rand.NewPCG(7, 1))
+// denseCase is one call of package tensor's Dense-level API: run gets the
+// inputs (host tensors for the CPU reference, device tensors for the
+// backend under test) and returns the tensor to compare.
+type denseCase struct {
+	name string
+	ins  []*gt.Dense
+	run  func(xs []*gt.Dense) *gt.Dense
+}
+
+// denseBackendCases lists the Dense-level calls that DenseBackend serves
+// (every Backend method except ArgMax and SumSquares, which return host
+// values), with seeded random inputs; big adds sizes that span many
+// thread blocks on a GPU.
+func denseBackendCases(rng *rand.Rand, big bool) []denseCase {
 	rn := func(shape ...int) *gt.Dense { return tensor.RandN(rng, shape...) }
 	pos := func(shape ...int) *gt.Dense { // positive, for log and div
 		x := rn(shape...)
@@ -499,14 +521,9 @@ func TestDenseBackendFake(t *testing.T) {
 		}
 		return x
 	}
-	type tc struct {
-		name string
-		ins  []*gt.Dense
-		run  func(xs []*gt.Dense) *gt.Dense
-	}
-	var cases []tc
+	var cases []denseCase
 	add := func(name string, run func(xs []*gt.Dense) *gt.Dense, ins ...*gt.Dense) {
-		cases = append(cases, tc{name, ins, run})
+		cases = append(cases, denseCase{name, ins, run})
 	}
 	// MatMul: 2-D, batched with 3-D b, batched with shared b, all transposes.
 	for _, ta := range []bool{false, true} {
@@ -618,6 +635,54 @@ func TestDenseBackendFake(t *testing.T) {
 		}
 	}
 
+	if big {
+		add("MatMul 130×90·90×70", func(x []*gt.Dense) *gt.Dense { return tensor.MatMul(nil, x[0], x[1]) }, rn(130, 90), rn(90, 70))
+		add("MatMulTrans batched 3×(70×130)ᵀ·(90×70)ᵀ", func(x []*gt.Dense) *gt.Dense {
+			return tensor.MatMulTrans(nil, x[0], x[1], true, true)
+		}, rn(3, 70, 130), rn(90, 70))
+		add("Add bias 257×300 + 300", func(x []*gt.Dense) *gt.Dense { return tensor.Add(nil, x[0], x[1]) }, rn(257, 300), rn(300))
+		add("Mul 6-D broadcast", func(x []*gt.Dense) *gt.Dense { return tensor.Mul(nil, x[0], x[1]) }, rn(3, 5, 4, 7, 2, 9), rn(5, 1, 7, 1, 9))
+		for axis := 0; axis < 3; axis++ {
+			add(fmt.Sprintf("Sum (8,300,33) axis %d", axis), func(x []*gt.Dense) *gt.Dense { return tensor.Sum(nil, x[0], axis) }, rn(8, 300, 33))
+			add(fmt.Sprintf("Max (8,300,33) axis %d", axis), func(x []*gt.Dense) *gt.Dense { return tensor.Max(nil, x[0], axis) }, rn(8, 300, 33))
+			add(fmt.Sprintf("LogSoftmax (8,300,33) axis %d", axis), func(x []*gt.Dense) *gt.Dense { return tensor.LogSoftmax(nil, x[0], axis) }, rn(8, 300, 33))
+			add(fmt.Sprintf("SoftmaxBackward (8,300,33) axis %d", axis), func(x []*gt.Dense) *gt.Dense {
+				return tensor.SoftmaxBackward(nil, x[1], tensor.Softmax(nil, x[0], axis), axis)
+			}, rn(8, 300, 33), rn(8, 300, 33))
+		}
+		add("Softmax 16×50257", func(x []*gt.Dense) *gt.Dense { return tensor.Softmax(nil, x[0], -1) }, rn(16, 50257))
+		add("Gelu 100000", func(x []*gt.Dense) *gt.Dense { return tensor.Gelu(nil, x[0]) }, rn(100000))
+		add("ApplyBackward gelu 100000", func(x []*gt.Dense) *gt.Dense {
+			return tensor.ApplyBackward(tensor.OpGELU, nil, x[1], x[0], nil)
+		}, rn(100000), rn(100000))
+		add("LayerNorm 300×768", func(x []*gt.Dense) *gt.Dense {
+			y, _, _ := tensor.LayerNorm(nil, x[0], x[1], x[2], 1e-5)
+			return y
+		}, rn(300, 768), rn(768), rn(768))
+		add("LayerNormBackward dgamma 300×768", func(x []*gt.Dense) *gt.Dense {
+			_, mean, rstd := tensor.LayerNorm(nil, x[0], x[1], x[2], 1e-5)
+			_, dg, _ := tensor.LayerNormBackward(nil, nil, nil, x[3], x[0], mean, rstd, x[1])
+			return dg
+		}, rn(300, 768), rn(768), rn(768), rn(300, 768))
+		bigIDs := make([]int, 500)
+		for i := range bigIDs {
+			bigIDs[i] = rng.IntN(50)
+		}
+		add("EmbeddingBackward 500 ids (repeats) dim 96", func(x []*gt.Dense) *gt.Dense {
+			tensor.EmbeddingBackward(x[0], x[1], bigIDs)
+			return x[0]
+		}, rn(50, 96), rn(500, 96))
+	}
+	return cases
+}
+
+// TestDenseBackendFake runs package tensor's Dense-level API on fake-device
+// tensors and on host tensors and compares.
+func TestDenseBackendFake(t *testing.T) {
+	registerFake(t)
+	f := newFakeDev()
+	rng := rand.New(rand.NewPCG(7, 1))
+	cases := denseBackendCases(rng, !testing.Short())
 	for _, c := range cases {
 		hostIns := make([]*gt.Dense, len(c.ins))
 		devIns := make([]*gt.Dense, len(c.ins))
@@ -627,7 +692,7 @@ func TestDenseBackendFake(t *testing.T) {
 		}
 		want := tensor.Data(c.run(hostIns))
 		got := f.host(c.run(devIns))
-		fakeApprox(t, c.name, got, want)
+		closeF32(t, c.name, got, want, 1e-5, 1e-5)
 	}
 	if f.scratch != 0 {
 		t.Errorf("%d scratch buffers not freed", f.scratch)
