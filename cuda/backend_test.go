@@ -760,3 +760,21 @@ func TestDenseBackendFakeErrors(t *testing.T) {
 	fakePanics(t, "id out of range", "ids[1] = 4 out of range", func() { tensor.Embedding(nil, table, []int{0, 4}) })
 	fakePanics(t, "Data of a device tensor", "cannot access", func() { tensor.Data(a) })
 }
+
+// ExampleDenseBackend shows the dispatch with the host-memory fake device of
+// this package's tests standing in for a GPU: package tensor's Softmax on a
+// tensor whose engine has DenseBackend registered runs the device kernels
+// (softmax_rows here) and returns a tensor on the same device. With the tag
+// troupecuda, package cuda registers DenseBackend for *Engine itself.
+func ExampleDenseBackend() {
+	tensor.RegisterBackend((*fakeDev)(nil), DenseBackend{})
+	defer tensor.RegisterBackend((*fakeDev)(nil), nil)
+	dev := newFakeDev()
+	x := dev.onFake(tensor.FromSlice([]float32{1, 2, 3, 0, 0, 0}, 2, 3))
+	y := tensor.Softmax(nil, x, -1)
+	fmt.Println(tensor.BackendOf(y).Name(), dev.calls["softmax_rows"])
+	fmt.Printf("%.4f\n", dev.host(y))
+	// Output:
+	// cuda 1
+	// [0.0900 0.2447 0.6652 0.3333 0.3333 0.3333]
+}
