@@ -5,7 +5,7 @@ GO      ?= go
 # Packages whose tests run under the race detector (the concurrent ones).
 RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/...
 
-.PHONY: all test vet demo bench bench-compare data clean test-cuda-build ptx
+.PHONY: all test vet demo demo-full bench bench-compare data clean test-cuda-build ptx
 
 all: test
 
@@ -41,8 +41,19 @@ test-cuda-build:
 ptx:
 	bash scripts/ptx.sh
 
+# The main jobs in their quick modes (about a minute): the tensor-core demo,
+# then the finance-risk and translation examples (each fetches its data).
 demo:
 	$(GO) run ./cmd/demo
+	$(GO) run ./examples/finance-risk -quick -out out/demo/finance-risk
+	$(GO) run ./examples/translation -quick -out out/demo/translation
+
+# The same jobs at full size (finance-risk about 3-5 minutes, translation about
+# 10-15 minutes on 2 cores); reports land in out/.
+demo-full:
+	$(GO) run ./cmd/demo
+	$(GO) run ./examples/finance-risk -out out/finance-risk
+	$(GO) run ./examples/translation -out out/translation
 
 bench:
 	$(GO) test ./benchmarks -bench . -run '^$$'

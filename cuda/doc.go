@@ -68,6 +68,17 @@
 // the current stream. Block is a whole pre-LN transformer block (forward,
 // backward, AdamW) on the device.
 //
+// # Package tensor's Dense-level API on the device
+//
+// DenseBackend implements package tensor's Backend with these kernels
+// (mapping and the one host fallback, ArgMax, in its doc comment). Built
+// with the tag, this package registers it for *Engine at init, so
+// tensor.Add, Softmax, LayerNorm, MatMul, AdamWStep, ... on device tensors
+// (from DenseToDevice, or allocated on an Engine) run on the GPU and return
+// device tensors, without the caller changing. DenseBackend itself is pure Go
+// over an interface of Engine's kernel methods; it is tested without a GPU
+// against a host-memory fake device, and on a GPU against the CPU backend.
+//
 // # Device check
 //
 // scripts/device-check.sh prepare builds the tagged test binaries of ./cuda

@@ -59,12 +59,6 @@ func i32(v int) int32 {
 	return int32(v)
 }
 
-func need(op, name string, b Buffer, n int) {
-	if b.Len() < n {
-		panic(fmt.Sprintf("cuda: %s: %s has %d elements, need %d", op, name, b.Len(), n))
-	}
-}
-
 // grid1D returns a grid-stride launch for n elements.
 func (e *Engine) grid1D(n int) ([3]int, [3]int) {
 	blocks := GridBlocks(n, 256, e.sms*8)
@@ -138,16 +132,6 @@ func offsetBuf(b Buffer, off int) Buffer {
 
 // ---- element-wise ----
 
-// Binary operators for Binary and BinaryBroadcast.
-const (
-	OpAdd = iota
-	OpSub
-	OpMul
-	OpDiv
-	OpMax
-	OpMin
-)
-
 // Binary computes out[i] = a[i] op b[i] for the first out.Len() elements.
 func (e *Engine) Binary(op int, out, a, b Buffer) error {
 	n := out.Len()
@@ -193,20 +177,6 @@ func (e *Engine) BinaryBroadcast(op int, out, a, b Buffer, shape, aStrides, bStr
 func (e *Engine) AddRowVector(out, a, v Buffer, rows, cols int) error {
 	return e.BinaryBroadcast(OpAdd, out, a, v, []int{rows, cols}, []int{cols, 1}, []int{0, 1})
 }
-
-// Unary operators for Unary.
-const (
-	UnaryScale   = iota // alpha·x
-	UnaryExp            // exp x
-	UnaryLog            // log x
-	UnaryTanh           // tanh x
-	UnaryReLU           // max(x, 0)
-	UnaryNeg            // −x
-	UnarySqrt           // √x
-	UnarySquare         // x²
-	UnaryAddC           // x + alpha
-	UnarySigmoid        // 1/(1+exp(−x))
-)
 
 // Unary computes out[i] = f(x[i]) over out.Len() elements.
 func (e *Engine) Unary(op int, out, x Buffer, alpha float32) error {
@@ -446,11 +416,6 @@ func (e *Engine) EmbeddingScatterAdd(dtable, dy, ids Buffer, dim int) error {
 }
 
 // ---- optimiser ----
-
-// AdamWConfig holds AdamW's hyper-parameters (Loshchilov & Hutter 2019).
-type AdamWConfig struct {
-	LR, Beta1, Beta2, Eps, WeightDecay float32
-}
 
 // AdamW applies one AdamW step (step counts from 1) to parameters p with
 // gradients g and moment buffers m, v, all of p.Len() elements.

@@ -10,7 +10,9 @@
 #   bash scripts/device-check.sh run
 # runs, in order and within ten minutes: nvidia-smi; the correctness tests
 # (every kernel against package tensor's CPU kernels or a float64 reference,
-# the device transformer block against a CPU mirror); the GPU benchmarks
+# the device transformer block against a CPU mirror, and package tensor's
+# Dense-level API on device tensors through cuda.DenseBackend against the CPU
+# backend: TestDeviceDenseBackend*); the GPU benchmarks
 # (GEMM 1024–8192 FP32/TF32, attention, block training step); and, when
 # PyTorch with CUDA is importable, benchmarks/compare/cuda.py with the same
 # shapes, printing troupe/PyTorch ratios. Everything goes to
@@ -48,6 +50,11 @@ run() {
 	(cd cuda && timeout 240 "../$dc/cuda.test" -test.v -test.count=1 -test.timeout=230s 2>&1) |
 		grep -v '^=== RUN' | tee "$OUT/tests.txt" | tee -a "$res"
 	log "tests exit: ${PIPESTATUS[0]}"
+	# The tensor.Backend tests (cuda.DenseBackend) are part of the run above;
+	# count them so that their absence (or a skip) is visible.
+	log "DenseBackend tests: $(grep -cE -- '--- PASS: TestDeviceDenseBackend' "$OUT/tests.txt") passed," \
+		"$(grep -cE -- '--- FAIL: TestDeviceDenseBackend' "$OUT/tests.txt") failed," \
+		"$(grep -cE -- '--- SKIP: TestDeviceDenseBackend' "$OUT/tests.txt") skipped (of 3)"
 	log "== benchmarks: benchmarks.test -bench CUDA"
 	(cd benchmarks && timeout 270 "../$dc/benchmarks.test" -test.run='^$' -test.bench=CUDA -test.benchtime=1s -test.timeout=260s 2>&1) |
 		tee "$OUT/bench.txt" | tee -a "$res"

@@ -27,15 +27,18 @@ func (CPUBackend) MatMul(transA, transB bool, alpha float32, a, b *gt.Dense, bet
 	if transA {
 		k = ar
 	}
+	// Leading dimensions are at least 1 so that empty operands (k = 0 or
+	// n = 0) pass Gemm's argument checks; Gemm then only scales C by beta.
+	lda, ldb, ldc := max(ac, 1), max(bc, 1), max(n, 1)
 	if len(cs) == 2 {
-		Gemm(transA, transB, m, n, k, alpha, ad, ac, bd, bc, beta, cd, n)
+		Gemm(transA, transB, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc)
 		return
 	}
 	strideB := br * bc
 	if len(bs) == 2 {
 		strideB = 0
 	}
-	GemmBatched(transA, transB, cs[0], m, n, k, alpha, ad, ac, ar*ac, bd, bc, strideB, beta, cd, n, m*n)
+	GemmBatched(transA, transB, cs[0], m, n, k, alpha, ad, lda, ar*ac, bd, ldb, strideB, beta, cd, ldc, m*n)
 }
 
 // Unary applies op element-wise.
