@@ -320,7 +320,7 @@ func linearRows(y, x, w, b []float32, rows, in, out int) {
 	for r := 0; r < rows; r++ {
 		copy(y[r*out:(r+1)*out], b)
 	}
-	kern.Gemm(false, false, rows, out, in, 1, x, in, w, out, 1, y, out)
+	matmulRows(y, x, w, rows, in, out, true)
 }
 
 // forward runs the groups' tokens through the model, appending their keys
@@ -379,7 +379,19 @@ func (w *lmWeights) forward(groups []group) []float32 {
 				scores, probs = make([]float32, H*m*tk), make([]float32, H*m*tk)
 			}
 			sc, pr := scores[:H*m*tk], probs[:H*m*tk]
-			kern.GemmBatched(false, true, H, m, tk, dh, scale, qkv[r*3*D:], 3*D, dh, K, D, dh, 0, sc, tk, m*tk)
+			vecAttn := m == 1 && int(decodeGEMVRows.Load()) >= 1
+			if vecAttn {
+				// One query: dot products with the cached keys.
+				q := qkv[r*3*D : r*3*D+D]
+				for hh := 0; hh < H; hh++ {
+					qh := q[hh*dh : (hh+1)*dh]
+					for j := 0; j < tk; j++ {
+						sc[hh*tk+j] = scale * dot32(qh, K[j*D+hh*dh:])
+					}
+				}
+			} else {
+				kern.GemmBatched(false, true, H, m, tk, dh, scale, qkv[r*3*D:], 3*D, dh, K, D, dh, 0, sc, tk, m*tk)
+			}
 			for hh := 0; hh < H; hh++ {
 				for i := 0; i < m; i++ {
 					rowS := sc[(hh*m+i)*tk : (hh*m+i+1)*tk]
@@ -389,7 +401,19 @@ func (w *lmWeights) forward(groups []group) []float32 {
 				}
 			}
 			kern.SoftmaxRows(pr, sc, H*m, tk)
-			kern.GemmBatched(false, false, H, m, dh, tk, 1, pr, tk, m*tk, V, D, dh, 0, att[r*D:], D, dh)
+			if vecAttn {
+				// Probability-weighted sum of the cached values (Axpy form).
+				a := att[r*D : (r+1)*D]
+				clear(a)
+				for hh := 0; hh < H; hh++ {
+					ah := a[hh*dh : (hh+1)*dh]
+					for j := 0; j < tk; j++ {
+						kern.Axpy(pr[hh*tk+j], V[j*D+hh*dh:j*D+(hh+1)*dh], ah)
+					}
+				}
+			} else {
+				kern.GemmBatched(false, false, H, m, dh, tk, 1, pr, tk, m*tk, V, D, dh, 0, att[r*D:], D, dh)
+			}
 			r += m
 		}
 		linearRows(proj, att, b.outW, b.outB, n, D, D)
@@ -411,7 +435,7 @@ func (w *lmWeights) forward(groups []group) []float32 {
 	lastN := make([]float32, G*D)
 	kern.LayerNormRows(lastN, mean[:G], rstd[:G], last, w.lnfG, w.lnfB, G, D, 1e-5)
 	logits := make([]float32, G*c.Vocab)
-	kern.Gemm(false, false, G, c.Vocab, D, 1, lastN, D, w.head, c.Vocab, 0, logits, c.Vocab)
+	matmulRows(logits, lastN, w.head, G, D, c.Vocab, false)
 	logp := make([]float32, G*c.Vocab)
 	kern.LogSoftmaxRows(logp, logits, G, c.Vocab)
 	return logp
