@@ -87,3 +87,29 @@ func TestGenerateGEMVMatchesGemm(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeGEMV compares the decode matrix-vector path with
+// tensor.Gemm for the few-row products of LM decoding (D=128 model:
+// qkv 128→384, fc2 512→128, head 128→256).
+func BenchmarkDecodeGEMV(b *testing.B) {
+	for _, sz := range [][3]int{{1, 128, 384}, {1, 512, 128}, {1, 128, 256}, {4, 128, 384}, {8, 128, 384}, {16, 128, 384}} {
+		rows, in, out := sz[0], sz[1], sz[2]
+		x, w, y := make([]float32, rows*in), make([]float32, in*out), make([]float32, rows*out)
+		for i := range x {
+			x[i] = 1
+		}
+		flops := float64(2 * rows * in * out)
+		b.Run(fmt.Sprintf("gemv/%dx%dx%d", rows, in, out), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				gemvRows(y, x, w, rows, in, out, true)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+		b.Run(fmt.Sprintf("gemm/%dx%dx%d", rows, in, out), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				kern.Gemm(false, false, rows, out, in, 1, x, in, w, out, 1, y, out)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
