@@ -281,17 +281,27 @@ func BenchmarkNNGenerate(b *testing.B) {
 				prompts[i] = append(prompts[i], rng.IntN(cfg.Vocab))
 			}
 		}
-		b.Run(fmt.Sprintf("troupe-kvcache/batch=%d", batch), func(b *testing.B) {
-			lm := nn.NewLM(nn.NewStore(1), cfg)
-			start, cpu0 := time.Now(), cpuTime()
-			for i := 0; i < b.N; i++ {
-				if _, err := lm.Generate(prompts, nn.GenerateOptions{MaxTokens: gen}); err != nil {
-					b.Fatal(err)
+		// troupe-kvcache uses the default decode path (matrix-vector
+		// products for steps of at most 4 rows); troupe-kvcache-gemm turns
+		// that path off (every product through tensor.Gemm) for comparison.
+		for _, v := range []struct {
+			name string
+			rows int
+		}{{"troupe-kvcache", -1}, {"troupe-kvcache-gemm", 0}} {
+			b.Run(fmt.Sprintf("%s/batch=%d", v.name, batch), func(b *testing.B) {
+				prev := nn.SetDecodeGEMVRows(v.rows)
+				defer nn.SetDecodeGEMVRows(prev)
+				lm := nn.NewLM(nn.NewStore(1), cfg)
+				start, cpu0 := time.Now(), cpuTime()
+				for i := 0; i < b.N; i++ {
+					if _, err := lm.Generate(prompts, nn.GenerateOptions{MaxTokens: gen}); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(float64(batch*gen*b.N)/time.Since(start).Seconds(), "tokens/s")
-			b.ReportMetric(float64(batch*gen*b.N)/(cpuTime()-cpu0).Seconds(), "tokens/cpu-s")
-		})
+				b.ReportMetric(float64(batch*gen*b.N)/time.Since(start).Seconds(), "tokens/s")
+				b.ReportMetric(float64(batch*gen*b.N)/(cpuTime()-cpu0).Seconds(), "tokens/cpu-s")
+			})
+		}
 		b.Run(fmt.Sprintf("gorgonia-recompute/batch=%d", batch), func(b *testing.B) {
 			store := nn.NewStore(1)
 			const T = prompt + gen

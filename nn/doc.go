@@ -19,7 +19,8 @@
 // one input shape and used in another. Layers are functions over a Scope, a
 // position in the name hierarchy bound to one graph (the GoMLX style):
 // Linear, Embedding, LayerNorm, MLP, MultiHeadAttention, CrossAttention,
-// TransformerBlock (pre-LN), TokenSetEncoder (tabular features), LSTM,
+// TransformerBlock (pre-LN), TokenSetEncoder (tabular features, numeric
+// and categorical columns: EncoderConfig.Categories), LSTM,
 // ClassificationHead, RegressionHead, and the decoder-only language model LM.
 //
 // # Training
@@ -36,7 +37,11 @@
 //
 // LM.Generate samples outside any graph, directly on the tensor kernels with
 // a per-request key/value cache, batched, returning the log-probability of
-// every sampled token (equal to LMTrainer.TokenLogProbs for the same tokens).
+// every sampled token (equal to LMTrainer.TokenLogProbs for the same tokens)
+// and, on request, the most likely alternatives at each position
+// (GenerateOptions.TopLogProbs). Decoding steps of a few rows multiply by
+// the weights with a matrix-vector kernel instead of the packing GEMM
+// (SetDecodeGEMVRows).
 // SaveCheckpoint and LoadCheckpoint store parameters, optimizer state and
 // string metadata (such as a tokenizer) in the safetensors format, written
 // atomically and verified by a SHA-256 checksum.

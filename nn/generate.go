@@ -31,6 +31,25 @@ type GenerateOptions struct {
 	// Seed seeds request i's generator as PCG(Seed, i), so results do not
 	// depend on batch composition or scheduling.
 	Seed uint64
+	// TopLogProbs, when positive, makes every Generation also return, for
+	// each sampled position, the TopLogProbs most likely tokens with their
+	// log-probabilities (Generation.TopLogProbs), as OpenAI's
+	// `top_logprobs`. The log-probabilities are those of LogProbs: the
+	// model's distribution at temperature 1 without top-k/top-p truncation,
+	// whatever Temperature, TopK and TopP are. Values above
+	// MaxTopLogProbs are capped at MaxTopLogProbs (and at the vocabulary
+	// size); 0 turns it off; negative values are an error.
+	TopLogProbs int
+}
+
+// MaxTopLogProbs is the largest useful GenerateOptions.TopLogProbs (OpenAI's
+// limit for `top_logprobs`); larger requests are capped.
+const MaxTopLogProbs = 20
+
+// TokenLogProb is one alternative token at a generated position.
+type TokenLogProb struct {
+	Token   int
+	LogProb float32
 }
 
 // Generation is the result of one request.
@@ -43,6 +62,12 @@ type Generation struct {
 	// policy-gradient methods need). It is not the log-probability under the
 	// tempered or truncated sampling distribution.
 	LogProbs []float32
+	// TopLogProbs[i] (only when GenerateOptions.TopLogProbs > 0) lists the
+	// most likely tokens at position i, most likely first (ties by smaller
+	// token id), with log-probabilities under the same distribution as
+	// LogProbs. Tokens[i] appears in it exactly when it is among those
+	// tokens; it may be missing (it was sampled from the tail).
+	TopLogProbs [][]TokenLogProb
 	// FinishReason is "stop" (stop token or sequence) or "length".
 	FinishReason string
 }
@@ -67,9 +92,10 @@ func (m *LM) Generate(prompts [][]int, opts GenerateOptions) ([]Generation, erro
 	if opts.MaxTokens <= 0 {
 		opts.MaxTokens = 16
 	}
-	if opts.Temperature < 0 || opts.TopK < 0 || opts.TopP < 0 || opts.TopP > 1 {
+	if opts.Temperature < 0 || opts.TopK < 0 || opts.TopP < 0 || opts.TopP > 1 || opts.TopLogProbs < 0 {
 		return nil, fmt.Errorf("nn: Generate: invalid options %+v", opts)
 	}
+	opts.TopLogProbs = min(opts.TopLogProbs, MaxTopLogProbs, c.Vocab)
 	w := m.weights()
 	states := make([]*genState, len(prompts))
 	for i, p := range prompts {
@@ -105,6 +131,9 @@ func (m *LM) Generate(prompts [][]int, opts GenerateOptions) ([]Generation, erro
 			tok := sample(row, opts, st.rng)
 			st.out.Tokens = append(st.out.Tokens, tok)
 			st.out.LogProbs = append(st.out.LogProbs, row[tok])
+			if opts.TopLogProbs > 0 {
+				st.out.TopLogProbs = append(st.out.TopLogProbs, topLogProbs(row, opts.TopLogProbs))
+			}
 			st.tokens = append(st.tokens, tok)
 			switch {
 			case stops(st.out.Tokens, opts):
@@ -126,6 +155,31 @@ func (m *LM) Generate(prompts [][]int, opts GenerateOptions) ([]Generation, erro
 		out[i] = st.out
 	}
 	return out, nil
+}
+
+// topLogProbs returns the n largest entries of logp, largest first (ties by
+// smaller index), by insertion into a sorted list of at most n (n ≤ 20, so
+// one pass over the vocabulary with rare insertions).
+func topLogProbs(logp []float32, n int) []TokenLogProb {
+	top := make([]TokenLogProb, 0, n)
+	for t, v := range logp {
+		if len(top) == n && !(v > top[n-1].LogProb) {
+			continue
+		}
+		i := len(top)
+		if i < n {
+			top = append(top, TokenLogProb{})
+		} else {
+			i = n - 1
+		}
+		// Shift smaller entries right; equal ones stay ahead (smaller id).
+		for i > 0 && v > top[i-1].LogProb {
+			top[i] = top[i-1]
+			i--
+		}
+		top[i] = TokenLogProb{Token: t, LogProb: v}
+	}
+	return top
 }
 
 func stops(gen []int, o GenerateOptions) bool {
@@ -266,7 +320,7 @@ func linearRows(y, x, w, b []float32, rows, in, out int) {
 	for r := 0; r < rows; r++ {
 		copy(y[r*out:(r+1)*out], b)
 	}
-	kern.Gemm(false, false, rows, out, in, 1, x, in, w, out, 1, y, out)
+	matmulRows(y, x, w, rows, in, out, true)
 }
 
 // forward runs the groups' tokens through the model, appending their keys
@@ -325,7 +379,19 @@ func (w *lmWeights) forward(groups []group) []float32 {
 				scores, probs = make([]float32, H*m*tk), make([]float32, H*m*tk)
 			}
 			sc, pr := scores[:H*m*tk], probs[:H*m*tk]
-			kern.GemmBatched(false, true, H, m, tk, dh, scale, qkv[r*3*D:], 3*D, dh, K, D, dh, 0, sc, tk, m*tk)
+			vecAttn := m == 1 && int(decodeGEMVRows.Load()) >= 1
+			if vecAttn {
+				// One query: dot products with the cached keys.
+				q := qkv[r*3*D : r*3*D+D]
+				for hh := 0; hh < H; hh++ {
+					qh := q[hh*dh : (hh+1)*dh]
+					for j := 0; j < tk; j++ {
+						sc[hh*tk+j] = scale * dot32(qh, K[j*D+hh*dh:])
+					}
+				}
+			} else {
+				kern.GemmBatched(false, true, H, m, tk, dh, scale, qkv[r*3*D:], 3*D, dh, K, D, dh, 0, sc, tk, m*tk)
+			}
 			for hh := 0; hh < H; hh++ {
 				for i := 0; i < m; i++ {
 					rowS := sc[(hh*m+i)*tk : (hh*m+i+1)*tk]
@@ -335,7 +401,19 @@ func (w *lmWeights) forward(groups []group) []float32 {
 				}
 			}
 			kern.SoftmaxRows(pr, sc, H*m, tk)
-			kern.GemmBatched(false, false, H, m, dh, tk, 1, pr, tk, m*tk, V, D, dh, 0, att[r*D:], D, dh)
+			if vecAttn {
+				// Probability-weighted sum of the cached values (Axpy form).
+				a := att[r*D : (r+1)*D]
+				clear(a)
+				for hh := 0; hh < H; hh++ {
+					ah := a[hh*dh : (hh+1)*dh]
+					for j := 0; j < tk; j++ {
+						kern.Axpy(pr[hh*tk+j], V[j*D+hh*dh:j*D+(hh+1)*dh], ah)
+					}
+				}
+			} else {
+				kern.GemmBatched(false, false, H, m, dh, tk, 1, pr, tk, m*tk, V, D, dh, 0, att[r*D:], D, dh)
+			}
 			r += m
 		}
 		linearRows(proj, att, b.outW, b.outB, n, D, D)
@@ -357,7 +435,7 @@ func (w *lmWeights) forward(groups []group) []float32 {
 	lastN := make([]float32, G*D)
 	kern.LayerNormRows(lastN, mean[:G], rstd[:G], last, w.lnfG, w.lnfB, G, D, 1e-5)
 	logits := make([]float32, G*c.Vocab)
-	kern.Gemm(false, false, G, c.Vocab, D, 1, lastN, D, w.head, c.Vocab, 0, logits, c.Vocab)
+	matmulRows(logits, lastN, w.head, G, D, c.Vocab, false)
 	logp := make([]float32, G*c.Vocab)
 	kern.LogSoftmaxRows(logp, logits, G, c.Vocab)
 	return logp

@@ -134,22 +134,53 @@ func RegressionHead(s *Scope, x *G.Node, outs int) *G.Node { return Linear(s, x,
 type EncoderConfig struct {
 	Dim, Layers, Heads int
 	MLPRatio           int // default 4
+	// Categories, when set, has one entry per column of x: 0 for a numeric
+	// column, C > 0 for a categorical column whose values are integer codes
+	// 0…C−1 (stored as float32). Each categorical attribute then becomes
+	// one token looked up in its own embedding rows (scope tok, parameter
+	// table: ΣC×Dim) plus a per-column bias, and each numeric column a
+	// scalar token x·w + b, as in the FT-Transformer (Gorishniy et al.
+	// 2021; MixedFeatureTokensOp). A code outside 0…C−1 makes the run fail
+	// with an error. nil: every column is numeric.
+	Categories []int
 }
 
 // TokenSetEncoder encodes a batch of tabular rows x (B×F float features) as
 // a set of F feature tokens (FeatureTokensOp, Gorishniy et al. 2021) run
 // through non-causal pre-LN transformer blocks, then mean-pooled and layer
 // normalised to a B×Dim representation. Feed it to ClassificationHead or
-// RegressionHead. Scopes: tok, blocks.i, ln_f.
+// RegressionHead. Scopes: tok, blocks.i, ln_f. With cfg.Categories,
+// categorical columns are embedded per attribute instead (see
+// EncoderConfig.Categories).
 func TokenSetEncoder(s *Scope, x *G.Node, cfg EncoderConfig) *G.Node {
 	xs := x.Shape()
 	if xs.Dims() != 2 {
 		panic(fmt.Sprintf("nn: TokenSetEncoder: x must be B×F, got %v", xs))
 	}
 	f := xs[1]
-	w := s.Sub("tok").Param("w", ts.Shape{f, cfg.Dim}, Normal(0.5))
-	b := s.Sub("tok").Param("b", ts.Shape{f, cfg.Dim}, Normal(0.02))
-	h := FeatureTokensOp(x, w, b)
+	var h *G.Node
+	if cfg.Categories == nil {
+		w := s.Sub("tok").Param("w", ts.Shape{f, cfg.Dim}, Normal(0.5))
+		b := s.Sub("tok").Param("b", ts.Shape{f, cfg.Dim}, Normal(0.02))
+		h = FeatureTokensOp(x, w, b)
+	} else {
+		if len(cfg.Categories) != f {
+			panic(fmt.Sprintf("nn: TokenSetEncoder: x %v but %d entries in Categories", xs, len(cfg.Categories)))
+		}
+		nNum, nRows := 0, 0
+		for _, c := range cfg.Categories {
+			if c == 0 {
+				nNum++
+			}
+			nRows += max(c, 0)
+		}
+		// Unused parameters (no numeric or no categorical columns) keep
+		// one row so shapes stay valid; they get zero gradient.
+		w := s.Sub("tok").Param("w", ts.Shape{max(nNum, 1), cfg.Dim}, Normal(0.5))
+		tab := s.Sub("tok").Param("table", ts.Shape{max(nRows, 1), cfg.Dim}, Normal(0.5))
+		b := s.Sub("tok").Param("b", ts.Shape{f, cfg.Dim}, Normal(0.02))
+		h = MixedFeatureTokensOp(x, w, tab, b, cfg.Categories)
+	}
 	for i := 0; i < cfg.Layers; i++ {
 		h = TransformerBlock(s.Sub("blocks").In(i), h, BlockConfig{Heads: cfg.Heads, MLPRatio: cfg.MLPRatio})
 	}

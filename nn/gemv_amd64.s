@@ -1,0 +1,47 @@
+#include "textflag.h"
+
+// func gemv64AVX2(x []float32, w *float32, ldw int, y *float32)
+// y[0:64] += Σ_i x[i]·w[i*ldw : i*ldw+64], with the 64 sums held in eight
+// YMM accumulators across all i (eight independent FMA chains).
+TEXT ·gemv64AVX2(SB), NOSPLIT, $0-48
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), DX
+	SHLQ $2, DX
+	MOVQ y+40(FP), BX
+	VMOVUPS 0(BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	VMOVUPS 128(BX), Y4
+	VMOVUPS 160(BX), Y5
+	VMOVUPS 192(BX), Y6
+	VMOVUPS 224(BX), Y7
+	TESTQ CX, CX
+	JZ gdone
+gloop:
+	VBROADCASTSS (SI), Y8
+	VFMADD231PS 0(DI), Y8, Y0
+	VFMADD231PS 32(DI), Y8, Y1
+	VFMADD231PS 64(DI), Y8, Y2
+	VFMADD231PS 96(DI), Y8, Y3
+	VFMADD231PS 128(DI), Y8, Y4
+	VFMADD231PS 160(DI), Y8, Y5
+	VFMADD231PS 192(DI), Y8, Y6
+	VFMADD231PS 224(DI), Y8, Y7
+	ADDQ $4, SI
+	ADDQ DX, DI
+	DECQ CX
+	JNZ gloop
+gdone:
+	VMOVUPS Y0, 0(BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, 64(BX)
+	VMOVUPS Y3, 96(BX)
+	VMOVUPS Y4, 128(BX)
+	VMOVUPS Y5, 160(BX)
+	VMOVUPS Y6, 192(BX)
+	VMOVUPS Y7, 224(BX)
+	VZEROUPPER
+	RET
