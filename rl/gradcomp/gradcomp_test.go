@@ -361,3 +361,21 @@ func BenchmarkCompress(b *testing.B) {
 		}
 	}
 }
+
+// With NoiseMultiplier 0 the Gaussian mechanism only clips: the gradient
+// (3, 4) of norm 5 is scaled to norm 1.
+func ExampleGaussian() {
+	g := []float32{3, 4}
+	d := Gaussian{Clip: 1, NoiseMultiplier: 0, Rng: rand.New(rand.NewPCG(1, 2))}
+	norm := d.Privatize(g)
+	fmt.Println(norm, g)
+	// Output: 5 [0.6 0.8]
+}
+
+// Epsilon accounts the privacy of repeated releases: one release with σ = 1
+// and δ = 1e-5 gives ε = 1/2 + 2·sqrt(log(1e5)/2) ≈ 5.30; more noise or
+// fewer steps give a smaller ε.
+func ExampleEpsilon() {
+	fmt.Printf("%.2f %.2f %.2f\n", Epsilon(1, 1, 1e-5), Epsilon(4, 1, 1e-5), Epsilon(1, 100, 1e-5))
+	// Output: 5.30 1.23 97.99
+}
