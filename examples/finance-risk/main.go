@@ -13,7 +13,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"time"
 
@@ -398,18 +397,4 @@ func timeIt(f func()) time.Duration {
 		n++
 	}
 	return time.Since(st) / time.Duration(n)
-}
-
-func meanSD(xs []float64) (float64, float64) {
-	var m, s float64
-	for _, x := range xs {
-		m += x / float64(len(xs))
-	}
-	for _, x := range xs {
-		s += (x - m) * (x - m)
-	}
-	if len(xs) > 1 {
-		s /= float64(len(xs) - 1)
-	}
-	return m, math.Sqrt(s)
 }

@@ -45,8 +45,8 @@ func CheckBars(r *Result) Bars {
 		ret = append(ret, d.Retention())
 		sp = append(sp, d.SpeedUp())
 	}
-	b.Retention, _ = meanSD(ret)
-	b.SpeedUp, _ = meanSD(sp)
+	b.Retention, _ = finrisk.MeanSD(ret)
+	b.SpeedUp, _ = finrisk.MeanSD(sp)
 	b.RetentionOK, b.SpeedUpOK = b.Retention >= 0.97, b.SpeedUp >= 5
 	return b
 }
@@ -84,7 +84,7 @@ func writeReport(r *Result) error {
 			for _, fm := range r.Folds {
 				xs = append(xs, get(fm[m]))
 			}
-			mu, sd := meanSD(xs)
+			mu, sd := finrisk.MeanSD(xs)
 			return fmt.Sprintf("%.4f ± %.4f", mu, sd)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", modelNames[m], r.Params[m],

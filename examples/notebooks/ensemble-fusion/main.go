@@ -151,8 +151,8 @@ func run(quick bool, seed uint64, out string) error {
 	t.WriteString("| fusion | AUC (mean ± sd) | cost / applicant (mean ± sd) | AUC per fold |\n|---|---|---|---|\n")
 	best := 0
 	for k := range methods {
-		ma, sa := meanSD(auc[k])
-		mc, sc := meanSD(cost[k])
+		ma, sa := finrisk.MeanSD(auc[k])
+		mc, sc := finrisk.MeanSD(cost[k])
 		if ma > mean1(auc[best]) {
 			best = k
 		}
@@ -207,18 +207,4 @@ func f64(z []float32) []float64 {
 	return out
 }
 
-func mean1(x []float64) float64 { m, _ := meanSD(x); return m }
-
-func meanSD(xs []float64) (float64, float64) {
-	var m, s float64
-	for _, x := range xs {
-		m += x / float64(len(xs))
-	}
-	for _, x := range xs {
-		s += (x - m) * (x - m)
-	}
-	if len(xs) > 1 {
-		s /= float64(len(xs) - 1)
-	}
-	return m, math.Sqrt(s)
-}
+func mean1(x []float64) float64 { m, _ := finrisk.MeanSD(x); return m }
