@@ -1,0 +1,50 @@
+package main
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/troupe-ml/troupe/tensor"
+)
+
+// TestXORData checks the generator against its definition: points in
+// [-1, 1]², labels the XOR quadrant of the point except for about 5% flipped,
+// and one-hot targets that agree with the labels.
+func TestXORData(t *testing.T) {
+	const n = 4000
+	x, y, labels := xorData(rand.New(rand.NewPCG(3, 4)), n)
+	xs, ys := tensor.Data(x), tensor.Data(y)
+	flipped := 0
+	for i, c := range labels {
+		a, b := float64(xs[2*i]), float64(xs[2*i+1])
+		if math.Abs(a) > 1 || math.Abs(b) > 1 {
+			t.Fatalf("point %d (%g, %g) outside [-1, 1]²", i, a, b)
+		}
+		if ys[2*i+c] != 1 || ys[2*i+1-c] != 0 {
+			t.Fatalf("point %d: label %d, target %v", i, c, ys[2*i:2*i+2])
+		}
+		if quad := a*b > 0; quad != (c == 1) {
+			flipped++
+		}
+	}
+	// 5% of 4000 = 200 ± 14 (binomial sd); 5 sd either side.
+	if flipped < 130 || flipped > 270 {
+		t.Fatalf("%d of %d labels flipped, want about 5%%", flipped, n)
+	}
+}
+
+func TestAccuracy(t *testing.T) {
+	logits := tensor.FromSlice([]float32{2, 1, 0, 3, 5, -5, -1, 0}, 4, 2)
+	if got := accuracy(logits, []int{0, 1, 1, 1}); got != 0.75 {
+		t.Fatalf("accuracy %g, want 0.75", got)
+	}
+}
+
+// TestDemoLearns runs a smaller demo; run returns an error unless the
+// training loss halves and the held-out accuracy reaches 85%.
+func TestDemoLearns(t *testing.T) {
+	if err := run(256, 16, 300, 1000, 0.03, 1); err != nil {
+		t.Fatal(err)
+	}
+}
