@@ -1,8 +1,10 @@
 package agents
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -130,8 +132,14 @@ func TestParamsShapeMismatchPanics(t *testing.T) {
 	p := NewParams(1)
 	p.Get("w", 1, 2, 3)
 	defer func() {
-		if recover() == nil {
+		r := recover()
+		if r == nil {
 			t.Fatal("no panic")
+		}
+		// The message names both shapes (the project's convention for
+		// programmer errors while building graphs).
+		if msg := fmt.Sprint(r); !strings.Contains(msg, "(2, 3)") || !strings.Contains(msg, "[3 2]") {
+			t.Fatalf("panic message %q does not name both shapes", msg)
 		}
 	}()
 	p.Get("w", 1, 3, 2)
