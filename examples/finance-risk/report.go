@@ -142,12 +142,15 @@ func writeReport(r *Result) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	if err := plotReward(r, filepath.Join(r.Opt.Out, "reward.png")); err != nil {
-		return err
+		return fmt.Errorf("report: reward.png: %w", err)
 	}
 	if err := plotAttention(r, filepath.Join(r.Opt.Out, "attention.png")); err != nil {
-		return err
+		return fmt.Errorf("report: attention.png: %w", err)
 	}
-	return plotCalibration(r, filepath.Join(r.Opt.Out, "calibration.png"))
+	if err := plotCalibration(r, filepath.Join(r.Opt.Out, "calibration.png")); err != nil {
+		return fmt.Errorf("report: calibration.png: %w", err)
+	}
+	return nil
 }
 
 func line(p *plot.Plot, name string, ys []float64, c color.Color, dashed bool) error {
