@@ -57,10 +57,15 @@ func TestMLPAndTransformerLearn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, _ := tr.Epoch(xin, y, 300, 0)
+		first, err := tr.Epoch(xin, y, 300, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var last float64
 		for ep := 0; ep < 30; ep++ {
-			last, _ = tr.Epoch(xin, y, 300, 0)
+			if last, err = tr.Epoch(xin, y, 300, 0); err != nil {
+				t.Fatal(err)
+			}
 		}
 		tr.Close()
 		// The inference graph shares the parameters: it sees the training.
@@ -113,10 +118,15 @@ func TestLSTMRegression(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	first, _ := tr.Epoch(x, y, n, 0)
+	first, err := tr.Epoch(x, y, n, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var last float64
 	for ep := 0; ep < 40; ep++ {
-		last, _ = tr.Epoch(x, y, n, 0)
+		if last, err = tr.Epoch(x, y, n, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var varY float64
 	for _, v := range y {
@@ -160,7 +170,9 @@ func TestNNNetLearns(t *testing.T) {
 		}
 		var last float64
 		for ep := 0; ep < 30; ep++ {
-			last, _ = net.Epoch(x, y, 50, BCE, rng)
+			if last, err = net.Epoch(x, y, 50, BCE, rng); err != nil {
+				t.Fatal(err)
+			}
 		}
 		out, emb, err := net.Run(xt, 200)
 		if err != nil {
