@@ -2,6 +2,8 @@ package nn_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/troupe-ml/troupe/nn"
 	G "gorgonia.org/gorgonia"
@@ -98,4 +100,65 @@ func ExampleLSTM() {
 	outs, last := nn.LSTM(s.Sub("lstm"), x, mask, nn.LSTMConfig{Hidden: 8, Layers: 2})
 	fmt.Println(outs.Shape(), last.Shape())
 	// Output: (2, 6, 8) (2, 8)
+}
+
+// Sampling with a KV cache: per-request seeds, stop tokens, and the
+// log-probability of every sampled token.
+func ExampleLM_Generate() {
+	lm := nn.NewLM(nn.NewStore(6), nn.LMConfig{Vocab: 10, Dim: 16, Layers: 2, Heads: 2, MaxLen: 32, Positions: nn.Rotary})
+	gens, err := lm.Generate([][]int{{1, 2, 3}, {4}}, nn.GenerateOptions{
+		Temperature: 0.8, TopK: 5, TopP: 0.95, MaxTokens: 6, StopTokens: []int{0}, Seed: 42,
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, g := range gens {
+		fmt.Println(len(g.Tokens) == len(g.LogProbs), g.FinishReason == "stop" || len(g.Tokens) == 6)
+	}
+	// Output:
+	// true true
+	// true true
+}
+
+// Checkpoints are safetensors files with a checksum, optimizer state and
+// free-form metadata such as a tokenizer.
+func ExampleSaveCheckpoint() {
+	dir, _ := os.MkdirTemp("", "ck")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "model.safetensors")
+
+	store := nn.NewStore(7)
+	cfg := nn.LMConfig{Vocab: 10, Dim: 8, Layers: 1, Heads: 2, MaxLen: 16}
+	nn.NewLM(store, cfg)
+	opt := nn.NewAdamW(nn.Constant(1e-3), 0.01)
+	if err := nn.SaveCheckpoint(path, store, opt, map[string]string{"tokenizer": `{"type":"bpe"}`}); err != nil {
+		panic(err)
+	}
+
+	restored := nn.NewStore(0)
+	meta, err := nn.LoadCheckpoint(path, restored, nn.NewAdamW(nn.Constant(1e-3), 0.01))
+	fmt.Println(err, meta["tokenizer"], len(restored.Params()) == len(store.Params()))
+	// Output: <nil> {"type":"bpe"} true
+}
+
+// ExternalLoss lets a loss computed in Go drive Gorgonia's backward pass.
+func ExampleExternalLoss() {
+	g := G.NewGraph()
+	s := nn.NewScope(nn.NewStore(8), g)
+	x := s.Input("x", 2, 3)
+	y := nn.Linear(s.Sub("lin"), x, 2)
+	loss := nn.LossFunc(func(v []float32) (float64, []float32) {
+		var l float64
+		grad := make([]float32, len(v))
+		for i, a := range v { // ½‖y‖²
+			l += 0.5 * float64(a*a)
+			grad[i] = a
+		}
+		return l, grad
+	})
+	cost := nn.ExternalLoss(y, &loss)
+	_, params := s.Used()
+	grads, err := G.Grad(cost, params...)
+	fmt.Println(err, len(grads))
+	// Output: <nil> 2
 }

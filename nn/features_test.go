@@ -25,6 +25,9 @@ func tabular(rng *rand.Rand, n int) ([][]float32, []int, [][]float32) {
 }
 
 func TestTrainerClassifiesWithTokenSetEncoder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("training run; skipped with -short (it runs in the normal suite)")
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	store := NewStore(5)
 	model := func(s *Scope, x *G.Node) *G.Node {

@@ -128,6 +128,9 @@ func toyCorpus(rng *rand.Rand, n, length, vocab int) []SeqExample {
 // bar is a held-out loss below 0.6 nats, well under the bigram bound, which
 // no model that ignores the context beyond one token can reach.
 func TestLMLearnsToyCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("training run; skipped with -short (it runs in the normal suite)")
+	}
 	rng := rand.New(rand.NewPCG(5, 5))
 	cfg := LMConfig{Vocab: 16, Dim: 32, Layers: 2, Heads: 2, MaxLen: 16, Positions: Learned}
 	store := NewStore(11)
@@ -360,5 +363,30 @@ func TestGraphReuseAcrossRuns(t *testing.T) {
 	}
 	if d := cmp.Diff(g1, g2); d != "" {
 		t.Errorf("gradients changed on a re-run:\n%s", d)
+	}
+}
+
+func TestLMTrainerRejectsBadInput(t *testing.T) {
+	m := NewLM(NewStore(1), LMConfig{Vocab: 5, Dim: 8, Layers: 1, Heads: 2, MaxLen: 4})
+	tr := NewLMTrainer(m, NewAdam(Constant(1e-3)), TrainConfig{})
+	for name, batch := range map[string][]SeqExample{
+		"empty batch":  nil,
+		"empty prompt": {{Prompt: nil, Target: []int{1}}},
+		"bad token":    {{Prompt: []int{1}, Target: []int{5}}},
+		"negative":     {{Prompt: []int{-1}, Target: []int{1}}},
+		"too long":     {{Prompt: []int{1, 2, 3}, Target: []int{1, 2, 3}}},
+	} {
+		if _, err := tr.TokenLogProbs(batch); err == nil {
+			t.Errorf("%s: TokenLogProbs accepted it", name)
+		}
+	}
+	ok := []SeqExample{{Prompt: []int{1}, Target: []int{2, 3}}, {Prompt: []int{4}}}
+	lp, err := tr.TokenLogProbs(ok)
+	if err != nil || len(lp[0]) != 2 || len(lp[1]) != 0 {
+		t.Fatalf("TokenLogProbs = %v, %v", lp, err)
+	}
+	err = tr.ForwardBackward(ok, func(lp [][]float32) (float64, [][]float32) { return 0, [][]float32{{1}} })
+	if err == nil {
+		t.Error("wrong gradient shape accepted")
 	}
 }

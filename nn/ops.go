@@ -291,7 +291,8 @@ type LossFunc func(vals []float32) (loss float64, grad []float32)
 // the upstream gradient). It lets losses computed in plain Go — the
 // policy-gradient objectives of package rl, for instance — drive Gorgonia's
 // backward pass. fn is called once per forward run; to change it between
-// runs without rebuilding the graph pass a *LossFunc and reassign it.
+// runs without rebuilding the graph pass a *LossFunc and reassign it. The
+// vals slice fn receives is reused by later runs: copy it to keep it.
 func ExternalLoss(x *G.Node, fn *LossFunc) *G.Node {
 	n := x.Shape().TotalSize()
 	vals := make([]float32, n)
@@ -625,7 +626,7 @@ func LSTMLayerOp(proj, wh, mask *G.Node) *G.Node {
 			}
 			kern.VecSigmoid(gt, z)
 			for b := 0; b < B; b++ {
-				gr := gt[b*H4:(b+1)*H4]
+				gr := gt[b*H4 : (b+1)*H4]
 				for j := 2 * H; j < 3*H; j++ {
 					gr[j] = 2*gr[j] - 1
 				}

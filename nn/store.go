@@ -65,7 +65,8 @@ func GlorotUniform(rng *rand.Rand, s ts.Shape, d []float32) {
 // hierarchical, dot-separated paths such as "blocks.3.attn.qkv.w". A
 // parameter is created, and initialised from a generator seeded by the
 // store's seed and the parameter's name, the first time a layer asks for it;
-// later requests (in the same or another graph) get the same values.
+// later requests (in the same or another graph) get the same values. A
+// Store is not safe for concurrent mutation.
 type Store struct {
 	seed   uint64
 	params map[string]*Param

@@ -126,7 +126,10 @@ type SeqExample struct{ Prompt, Target []int }
 
 // LMTrainer trains an LM with graphs cached per (batch size, padded length)
 // bucket. Gradients accumulate in the store's Param.Grad across
-// ForwardBackward calls until Step.
+// ForwardBackward calls until Step. A trainer is not safe for concurrent
+// use, and Step writes the store's parameters in place: callers that
+// generate (LM.Generate) from the same store while training must not let
+// the two overlap.
 type LMTrainer struct {
 	m     *LM
 	cfg   TrainConfig

@@ -185,6 +185,14 @@ func TestAgentJetAndOpenAICompat(t *testing.T) {
 		t.Fatal("aborted episode still open")
 	}
 
+	// AgentJet's overwatch / throttle view of the rollout pool
+	code, pool := rawGetJSON(t, u+"/get_current_batch_rollout_pool_information")
+	hasKeys(t, "pool information", pool, "sample_collection_method", "completed_episodes", "completed_episode_target",
+		"completed_tasks", "completed_task_target", "task_expected_num_repeat", "completed_tasks_details", "engine_status", "global_step")
+	if code != 200 || pool["engine_status"] != StatusRolling || pool["global_step"].(float64) != 1 {
+		t.Fatalf("pool information: %d %v", code, pool)
+	}
+
 	// models, health, metrics
 	code, b := rawGet(t, u+"/v1/models")
 	if code != 200 || !bytes.Contains(b, []byte(`"object":"list"`)) || !bytes.Contains(b, []byte(`"id":"small"`)) {

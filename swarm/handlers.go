@@ -687,15 +687,37 @@ func (s *Server) handlePoolInfo(w http.ResponseWriter, r *http.Request) {
 			"llm_call_count":           strconv.Itoa(ep.calls),
 		}
 	}
-	completed := map[string][]string{}
+	completed := map[string][]string{} // task → client uuids (newer AgentJet)
+	details := map[string][]string{}   // task → episode uuids (older AgentJet)
+	rewards := map[string][]float64{}
 	for _, fe := range s.finished {
 		completed[fe.taskID] = append(completed[fe.taskID], fe.client)
+		details[fe.taskID] = append(details[fe.taskID], fe.id)
+		rewards[fe.taskID] = append(rewards[fe.taskID], fe.reward)
+	}
+	full, nonDummy := 0, 0
+	for t, rs := range rewards {
+		if len(rs) < s.train.NumRepeat {
+			continue
+		}
+		full++
+		for _, r := range rs[1:] {
+			if r != rs[0] {
+				nonDummy++
+				break
+			}
+		}
+		_ = t
 	}
 	resp := map[string]any{
-		"engine_status": s.status, "global_step": s.globalStep(),
+		"sample_collection_method": s.train.CollectionMethod,
+		"engine_status":            s.status, "global_step": s.globalStep(),
+		"completed_episodes": len(s.finished), "completed_episode_target": s.train.BatchSize * s.train.NumRepeat,
+		"completed_tasks": full, "completed_task_target": s.train.BatchSize,
+		"completed_non_dummy_tasks": nonDummy, "completed_non_dummy_task_target": s.train.BatchSize,
+		"task_expected_num_repeat":     s.train.NumRepeat,
+		"completed_tasks_details":      details,
 		"completed_tasks_client_uuids": completed, "running_episode_details": nil,
-		"completed_episodes": len(s.finished), "completed_tasks": len(completed),
-		"expected_batch_size": s.train.BatchSize, "expected_num_repeat": s.train.NumRepeat,
 	}
 	if len(running) > 0 {
 		resp["running_episode_details"] = running

@@ -53,10 +53,10 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// waitFor polls cond until it is true or fails the test after 10 s.
+// waitFor polls cond until it is true or fails the test after 30 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

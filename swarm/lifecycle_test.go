@@ -102,7 +102,7 @@ func TestEpisodeFaults(t *testing.T) {
 	}
 
 	// idle episodes are reclaimed; a late end gets 410 and its key is dead
-	ep3, _ := c.BeginEpisode(ctx, BeginOptions{DiscardTimeout: 50 * time.Millisecond})
+	ep3, _ := c.BeginEpisode(ctx, BeginOptions{DiscardTimeout: 1500 * time.Millisecond})
 	chatOnce(t, ep3)
 	waitFor(t, "reclaim", func() bool { return ts.s.OpenEpisodes() == 0 })
 	if err := c.EndEpisode(ctx, ep3, "t", WorkflowResult{Reward: 1}); httpStatus(err) != http.StatusGone {

@@ -423,6 +423,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	gens, err := s.model.Generate(r.Context(), prompts, opts)
 	s.modelMu.RUnlock()
 	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away; nothing is recorded
+		}
 		openaiError(w, &apiError{status: http.StatusInternalServerError, msg: "generation failed: " + err.Error()})
 		return
 	}

@@ -119,8 +119,13 @@ type gemmKernel struct {
 	// stays in L1 while B streams from L2) instead of column by column.
 	aOuter bool
 	// fn computes C[0:mr,0:nr] = alpha·Ap·Bp + beta·C from packed panels.
-	fn   func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
-	pool sync.Pool // *gemmBuf
+	fn func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+	// edgeFn, when set, computes only the first edgeRows rows of a tile
+	// (same packed panels, same C convention); it serves edge tiles with at
+	// most edgeRows valid rows.
+	edgeRows int
+	edgeFn   func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+	pool     sync.Pool // *gemmBuf
 }
 
 type kernelAvail struct {
@@ -264,9 +269,17 @@ func macroKernel(kern *gemmKernel, buf *gemmBuf, mb, nb, kb int, alpha, beta flo
 			kern.fn(kb, ap, bp, &c[ci], ldc, alpha, beta)
 			return
 		}
-		// Edge tile: compute the full tile into tmp, then merge the valid
-		// part into C.
-		kern.fn(kb, ap, bp, &tmp[0], nr, alpha, 0)
+		fn := kern.fn
+		if mrr <= kern.edgeRows {
+			fn = kern.edgeFn
+			if mrr == kern.edgeRows && nrr == nr {
+				fn(kb, ap, bp, &c[ci], ldc, alpha, beta)
+				return
+			}
+		}
+		// Edge tile: compute the tile into tmp, then merge the valid part
+		// into C.
+		fn(kb, ap, bp, &tmp[0], nr, alpha, 0)
 		for i := 0; i < mrr; i++ {
 			row := c[ci+i*ldc : ci+i*ldc+nrr]
 			t := tmp[i*nr : i*nr+nrr]

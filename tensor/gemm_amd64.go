@@ -12,6 +12,12 @@ import "golang.org/x/sys/cpu"
 //go:noescape
 func sgemmKernelAVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
+// sgemmKernelAVX512x8 computes only the first 8 rows of a 14-row packed A
+// panel: the edge kernel for blocks whose last panel has at most 8 rows.
+//
+//go:noescape
+func sgemmKernelAVX512x8(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
 // sgemmKernelAVX2 is the 6×16 AVX2/FMA micro-kernel (gemm_amd64.s): 12 ymm
 // accumulators.
 //
@@ -19,7 +25,7 @@ func sgemmKernelAVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 func sgemmKernelAVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
 var (
-	kernelAVX512 = &gemmKernel{name: "avx512", mr: 14, nr: 32, mc: 168, kc: 256, nc: 2048, aOuter: true, fn: sgemmKernelAVX512}
+	kernelAVX512 = &gemmKernel{name: "avx512", mr: 14, nr: 32, mc: 168, kc: 256, nc: 512, aOuter: true, fn: sgemmKernelAVX512, edgeRows: 8, edgeFn: sgemmKernelAVX512x8}
 	kernelAVX2   = &gemmKernel{name: "avx2", mr: 6, nr: 16, mc: 144, kc: 256, nc: 2048, fn: sgemmKernelAVX2}
 )
 

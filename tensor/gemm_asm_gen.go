@@ -29,6 +29,7 @@ type kernel struct {
 	pfA    int    // prefetch distance for A in bytes (0: none)
 	pfB    int    // prefetch distance for B in bytes (0: none)
 	bcst   bool   // FMAs take A from memory with embedded broadcast
+	aRows  int    // rows per step of the packed A panel (default mr)
 }
 
 func (k kernel) nr() int { return k.vecs * k.width }
@@ -44,7 +45,11 @@ func gen(k kernel) {
 	aReg := func(r int) string { return fmt.Sprintf("%s%d", k.reg, nAcc+nv+r%2) }
 	acc := func(r, v int) string { return fmt.Sprintf("%s%d", k.reg, r*nv+v) }
 	vbytes := k.width * 4
-	aStep, bStep := mr*4, k.nr()*4
+	aRows := k.aRows
+	if aRows == 0 {
+		aRows = mr
+	}
+	aStep, bStep := aRows*4, k.nr()*4
 
 	emit("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32)", k.name)
 	emit("TEXT ·%s(SB), NOSPLIT, $0-48", k.name)
@@ -177,6 +182,9 @@ func main() {
 	// The AVX-512 kernel runs with the A micro-panel resident in L1 and B
 	// streaming from L2 (gemmKernel.aOuter), so it prefetches B ahead.
 	gen(kernel{name: "sgemmKernelAVX512", mr: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfB: 1024})
+	// Edge kernel: the first 8 rows of a 14-row packed panel, for the last
+	// rows of a block (e.g. 512 = 36·14 + 8).
+	gen(kernel{name: "sgemmKernelAVX512x8", mr: 8, aRows: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfB: 1024})
 	gen(kernel{name: "sgemmKernelAVX2", mr: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
 	os.Stdout.WriteString(w.String())
 }

@@ -13,11 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var tuneVariants = []struct {
-	name string
-	fn   func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
-}{}
-
 func threadCPUSeconds(t *testing.T) float64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
@@ -28,7 +23,7 @@ func threadCPUSeconds(t *testing.T) float64 {
 
 // TestGemmTune is a tuning aid, not a speed claim. With GEMM_TUNE=<n> it
 // times the n×n×n product on one goroutine for each blocking in GEMM_BLOCKS
-// ("mc,kc,nc,aOuter;..."; default: each kernel's own), interleaved over
+// ("mc,kc,nc,aOuter,edge;..."; default: each kernel's own), interleaved over
 // several rounds, and reports the median GFLOP per CPU-second of the calling
 // thread (CLOCK_THREAD_CPUTIME_ID), which stays meaningful on a machine
 // shared with other jobs. GEMM_TRANS=tt selects transposes (default nn).
@@ -85,11 +80,11 @@ func TestGemmTune(t *testing.T) {
 					v[i], _ = strconv.Atoi(f)
 				}
 				k := ka.k
-				fn, name := k.fn, k.name
-				if v[4] < len(tuneVariants) {
-					fn, name = tuneVariants[v[4]].fn, tuneVariants[v[4]].name
+				nk := &gemmKernel{name: k.name, mr: k.mr, nr: k.nr, mc: v[0], kc: v[1], nc: v[2], aOuter: v[3] == 1, fn: k.fn}
+				if v[4] == 1 { // fifth field 1: with the kernel's edge kernel
+					nk.name, nk.edgeRows, nk.edgeFn = k.name+"+edge", k.edgeRows, k.edgeFn
 				}
-				kerns = append(kerns, &gemmKernel{name: name, mr: k.mr, nr: k.nr, mc: v[0], kc: v[1], nc: v[2], aOuter: v[3] == 1, fn: fn})
+				kerns = append(kerns, nk)
 			}
 			continue
 		}

@@ -8,8 +8,10 @@ key is MxKxN: A is M×K, B is K×N (benchmarks/gemm_test.go uses the same
 names).
 
 usage: gemm.py --go-test BINARY --pkg-dir DIR [--threads 1 2] [--repeat 3]
+(GEMM_SHAPES=512x512x512,... restricts the shapes.)
 """
 import argparse
+import os
 
 import torch
 
@@ -21,7 +23,13 @@ TRANSFORMER = [(512, 128, 512), (512, 256, 1024)]
 
 
 def shapes():
-    return [(n, n, n) for n in SQUARE] + TRANSFORMER
+    """All shapes, or those named in GEMM_SHAPES (e.g. "512x512x512,512x128x512")."""
+    all_shapes = [(n, n, n) for n in SQUARE] + TRANSFORMER
+    want = os.environ.get("GEMM_SHAPES")
+    if not want:
+        return all_shapes
+    names = set(want.split(","))
+    return [s for s in all_shapes if "%dx%dx%d" % s in names]
 
 
 def main():

@@ -11,7 +11,8 @@ Same shapes and the same computations, one thread:
           tokens, batch 1 and 16 (tokens/s)
 
 Usage (the OpenBLAS core type is set for the PyTorch process only):
-  OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 benchmarks/compare/nn.py [--with-go]
+  OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 benchmarks/compare/nn.py [--with-go | --go-test BIN]
+(--go-test uses a prebuilt `go test -c ./benchmarks` binary, as run.sh does.)
 
 With --with-go it also runs the Go benchmarks (GOMAXPROCS=1, without
 OPENBLAS_CORETYPE) and prints troupe / plain Gorgonia / PyTorch side by side
@@ -170,9 +171,14 @@ def go_results():
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     env["GOMAXPROCS"] = "1"
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    out = subprocess.run(
-        ["go", "test", "./benchmarks", "-run", "^$", "-bench", "^BenchmarkNN", "-benchtime", "10x"],
-        cwd=root, env=env, capture_output=True, text=True, check=True).stdout
+    if "--go-test" in sys.argv:  # a prebuilt `go test -c ./benchmarks` binary (run.sh)
+        binary = sys.argv[sys.argv.index("--go-test") + 1]
+        cmd = [binary, "-test.run", "^$", "-test.bench", "^BenchmarkNN", "-test.benchtime", "10x"]
+        cwd = os.path.join(root, "benchmarks")
+    else:
+        cmd = ["go", "test", "./benchmarks", "-run", "^$", "-bench", "^BenchmarkNN", "-benchtime", "10x"]
+        cwd = root
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
     res = {}
     for line in out.splitlines():
         mm = re.match(r"(BenchmarkNN\S+?)(-\d+)?\s+\d+\s+\d+ ns/op(.*)", line)
@@ -196,7 +202,7 @@ def main():
     print(f"pytorch LSTM fwd+bwd    {torch_res['lstm']:8.2f} ms   cpu {CPU['lstm']*1e3:8.2f} ms")
     print(f"pytorch gen batch=1     {torch_res['gen1']:8.1f} tokens/s   cpu {16/CPU['gen1']:8.1f} tokens/cpu-s")
     print(f"pytorch gen batch=16    {torch_res['gen16']:8.1f} tokens/s   cpu {256/CPU['gen16']:8.1f} tokens/cpu-s")
-    if "--with-go" not in sys.argv:
+    if "--with-go" not in sys.argv and "--go-test" not in sys.argv:
         return
     go, raw = go_results()
     rows = [

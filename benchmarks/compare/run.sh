@@ -12,7 +12,8 @@
 #    implementation measured beside troupe (gonum for GEMM).
 #
 # Environment: THREADS (default "1 $(nproc)"), REPEAT (default 3),
-# BENCHTIME (Go -benchtime, default 300ms), TOPICS (default "gemm").
+# BENCHTIME (Go -benchtime, default 1s), TOPICS (default "gemm");
+# GEMM_SHAPES=512x512x512,... restricts the gemm topic to those shapes.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -23,7 +24,7 @@ GO="${GO:-go}"
 THREADS="${THREADS:-1 $(nproc)}"
 THREADS="$(echo $THREADS | tr ' ' '\n' | sort -nu | tr '\n' ' ')"
 REPEAT="${REPEAT:-3}"
-BENCHTIME="${BENCHTIME:-300ms}"
+BENCHTIME="${BENCHTIME:-1s}"
 TOPICS="${TOPICS:-gemm}"
 
 if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
@@ -66,3 +67,13 @@ for topic in $TOPICS; do
 	echo "== $topic"
 	"$PY" "$here/table.py" "$tmp/$topic.txt"
 done
+
+# ---- nn (added by the nn helper) -------------------------------------------
+# Transformer block / small LM training steps, LSTM fwd+bwd and KV-cache
+# generation: troupe vs the same graphs in plain Gorgonia vs PyTorch, one
+# thread each, CPU-time and wall-clock tables. NN=0 skips it.
+if [ "${NN:-1}" != 0 ]; then
+	echo
+	echo "== nn (benchmarks/compare/nn.py; Go side GOMAXPROCS=1, -benchtime 10x)"
+	OPENBLAS_CORETYPE=SkylakeX "$PY" "$here/nn.py" --go-test "$tmp/bench.test"
+fi

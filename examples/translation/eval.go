@@ -22,6 +22,8 @@ type metrics struct {
 	Detection           float64 // ProperNounDetectionGrader, normalised (larger model's reward)
 	FinalTagRate        float64 // fraction of agent-3 outputs with <final_result>
 	placeholderSentence int
+	// Examples are the first few test sentences through the workflow.
+	Examples [][5]string // source, reference, rough, detection, final output
 }
 
 // generate runs greedy generation for a batch of chat prompts.
@@ -86,6 +88,9 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	}
 	var tp, fp, fn float64
 	for i, t := range tasks {
+		if i < 6 {
+			flow.Examples = append(flow.Examples, [5]string{t.En, t.Ref, rough[i], det[i], fin[i]})
+		}
 		e.scoreText(&alone, t, rough[i])
 		final, ok := grader.ExtractFinal(fin[i])
 		if ok {

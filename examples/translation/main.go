@@ -1,11 +1,3 @@
-// Command translation runs the three-agent English→Chinese translation
-// workflow on two swarm servers: agent 1 (small model) translates, agent 2
-// (larger model) lists terminology errors as JSON, agent 3 (small model)
-// writes the final translation; each server trains its model with GRPO on
-// its own grader's reward. See README.md and notes/translation.md.
-//
-//	go run ./examples/translation -quick
-//	go run ./examples/translation -steps 20 -out out/translation
 package main
 
 import (
@@ -82,8 +74,8 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
 	flag.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
 	flag.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
-	flag.Float64Var(&o.finalFrac, "final-frac", 0.5, "fraction of agent-3 examples in the small model's warm start")
-	flag.Float64Var(&o.roughNoise, "rough-noise", 0, "fraction of agent-3 warm-start examples whose rough translation is also corrupted")
+	flag.Float64Var(&o.finalFrac, "final-frac", 0.6, "fraction of agent-3 examples in the small model's warm start")
+	flag.Float64Var(&o.roughNoise, "rough-noise", 0.5, "fraction of agent-3 warm-start examples whose rough translation is also corrupted")
 	flag.Parse()
 	if o.quick {
 		o.applyQuick()

@@ -88,7 +88,12 @@ func (r *report) write(dir string) error {
 	fmt.Fprintln(&b, row("workflow after RL", r.flowAfter, true))
 	fmt.Fprintf(&b, "\nEach model's own reward on the test split: small (quality) %.4f → %.4f; larger (detection) %.4f → %.4f.\n\n",
 		r.flowBefore.Quality, r.flowAfter.Quality, r.flowBefore.Detection, r.flowAfter.Detection)
-	fmt.Fprintf(&b, "## GRPO steps (training reward, sampled at temperature 1)\n\n![rewards](rewards.png)\n\n| step | reward small | server step | reward large | server step | seconds |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "## Examples (test split, after RL)\n\n| source | reference | agent 1 | agent 2 | agent 3 |\n|---|---|---|---|---|\n")
+	esc := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
+	for _, ex := range r.flowAfter.Examples {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", esc(ex[0]), esc(ex[1]), esc(ex[2]), esc(ex[3]), esc(ex[4]))
+	}
+	fmt.Fprintf(&b, "\n## GRPO steps (training reward, sampled at temperature 1)\n\n![rewards](rewards.png)\n\n| step | reward small | server step | reward large | server step | seconds |\n|---|---|---|---|---|---|\n")
 	for _, s := range r.steps {
 		fmt.Fprintf(&b, "| %d | %.4f | %d | %.4f | %d | %.1f |\n", s.Step, s.RewardSmall, s.GlobalSmall, s.RewardLarge, s.GlobalLarge, s.Seconds)
 	}
