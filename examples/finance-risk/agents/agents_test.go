@@ -37,12 +37,13 @@ func accuracy(out, y []float32) float64 {
 func TestMLPAndTransformerLearn(t *testing.T) {
 	x, y := toy(300, 1)
 	xt, yt := toy(200, 2)
-	for _, net := range []Net{
-		NewMLP("m", 4, 8, 1),
+	nets := []Net{NewMLP("m", 4, 8, 1)}
+	if !testing.Short() { // the transformer is the slow one (most of this test under -race)
 		// 4 tokens of 4 features (token a holds feature a only): the
 		// Encoder.Tokens layout.
-		NewTokenTransformer("t", 4, 4, 8, 2, 16, 1),
-	} {
+		nets = append(nets, NewTokenTransformer("t", 4, 4, 8, 2, 16, 1))
+	}
+	for _, net := range nets {
 		xin, xtin := x, xt
 		if tf, ok := net.(*TokenTransformer); ok {
 			xin, xtin = tokens(x, tf.Tokens), tokens(xt, tf.Tokens)
