@@ -3,6 +3,8 @@ package rl
 import (
 	"fmt"
 	"sort"
+
+	"github.com/troupe-ml/troupe/rl/internal/stats"
 )
 
 // GRPOConfig configures Group Relative Policy Optimization.
@@ -100,7 +102,7 @@ func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
 			st.SkippedGroups++
 			continue
 		}
-		m, s := meanStd(r)
+		m, s := stats.MeanStd(r)
 		for k, i := range grp {
 			if g.cfg.NoStdScale {
 				adv[i] = r[k] - m
@@ -277,7 +279,7 @@ func (pp *PPO) Update(p Policy, batch []Sample) (Stats, error) {
 		seqAdv[i] = advs[i][0]
 	}
 	if !pp.cfg.NoAdvNorm {
-		m, s := meanStd(flat)
+		m, s := stats.MeanStd(flat)
 		for _, a := range advs {
 			for t := range a {
 				a[t] = (a[t] - m) / (s + 1e-8)
@@ -407,7 +409,7 @@ func (r *REINFORCE) Update(p Policy, batch []Sample) (Stats, error) {
 	for i, s := range pr.samples {
 		rew[i] = s.Reward
 	}
-	m, _ := meanStd(rew)
+	m, _ := stats.MeanStd(rew)
 	if !r.init {
 		r.baseline, r.init = m, true
 	}

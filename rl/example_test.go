@@ -40,3 +40,11 @@ func ExampleStats_Map() {
 	fmt.Println(m["reward_mean"], m["samples"])
 	// Output: 0.5 16
 }
+
+// GAE with λ = 1 and zero values is the discounted return: a reward of 1 at
+// the last of three steps, discounted by γ = 0.9, is worth 0.81 at the first.
+func ExampleGAE() {
+	adv, ret := rl.GAE([]float64{0, 0, 1}, []float64{0, 0, 0}, 0.9, 1)
+	fmt.Printf("%.2f %.2f\n", adv, ret)
+	// Output: [0.81 0.90 1.00] [0.81 0.90 1.00]
+}

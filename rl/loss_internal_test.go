@@ -1,6 +1,7 @@
 package rl
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -114,14 +115,88 @@ func TestGAE(t *testing.T) {
 	}
 }
 
-func TestGroupAdvantages(t *testing.T) {
-	// GRPO advantages: (r − mean)/(std+ε) within each TaskID; checked through
-	// Stats, since the policy-side loss sees them only as gradients.
-	samples := []Sample{
-		{TaskID: "a", Reward: 1}, {TaskID: "b", Reward: 5}, {TaskID: "a", Reward: 3}, {TaskID: "b", Reward: 5},
+// recordingPolicy is a Policy whose log-probs are fixed (−1 per action); it
+// records the gradient dL/dlogp that each ForwardBackward receives, keyed by
+// the sample's Obs[0].
+type recordingPolicy struct {
+	version int64
+	dlogp   map[float32][]float32
+}
+
+func (p *recordingPolicy) logp(batch []Sample) [][]float32 {
+	out := make([][]float32, len(batch))
+	for i, s := range batch {
+		out[i] = make([]float32, len(s.Actions))
+		for t := range out[i] {
+			out[i][t] = -1
+		}
 	}
-	g := groupBy(samples)
-	if len(g) != 2 || len(g[0]) != 2 || g[0][1] != 2 || g[1][0] != 1 {
+	return out
+}
+
+func (p *recordingPolicy) LogProbs(batch []Sample) ([][]float32, error) { return p.logp(batch), nil }
+
+func (p *recordingPolicy) ForwardBackward(batch []Sample, loss LossFunc) error {
+	_, d, _ := loss(p.logp(batch), nil)
+	for i, s := range batch {
+		p.dlogp[s.Obs[0]] = d[i]
+	}
+	return nil
+}
+
+func (p *recordingPolicy) Step() (StepInfo, error) { p.version++; return StepInfo{}, nil }
+func (p *recordingPolicy) Version() int64          { return p.version }
+
+// TestGroupAdvantages checks GRPO's advantages (r − mean)/(std+ε) within each
+// TaskID through the gradient the policy receives: on-policy (ratio 1, no
+// clipping) with single-action samples and SeqMean aggregation,
+// dL/dlogp_i = −A_i/N over the N kept samples. Groups of equal rewards are
+// skipped when SkipEqualGroups is set.
+func TestGroupAdvantages(t *testing.T) {
+	groups := map[string][]float64{"a": {1, 3}, "b": {0, 4, 2}, "c": {7, 7}}
+	order := []string{"a", "b", "c", "b", "a", "c", "b"} // interleaved TaskIDs
+	next := map[string]int{}
+	var batch []Sample
+	want := map[float32]float64{}
+	for i, id := range order {
+		r := groups[id][next[id]]
+		next[id]++
+		batch = append(batch, Sample{TaskID: id, Obs: []float32{float32(i)}, Actions: []int{0}, Reward: r})
+		if id == "c" {
+			continue
+		}
+		var m, v float64
+		for _, x := range groups[id] {
+			m += x / float64(len(groups[id]))
+		}
+		for _, x := range groups[id] {
+			v += (x - m) * (x - m) / float64(len(groups[id]))
+		}
+		want[float32(i)] = (r - m) / (math.Sqrt(v) + 1e-4)
+	}
+	p := &recordingPolicy{dlogp: map[float32][]float32{}}
+	st, err := NewGRPO(GRPOConfig{SkipEqualGroups: true}).Update(p, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SkippedGroups != 1 || st.Samples != 5 || st.Steps != 1 {
+		t.Fatalf("skipped %d groups, %d samples, %d steps; want 1, 5, 1", st.SkippedGroups, st.Samples, st.Steps)
+	}
+	if len(p.dlogp) != len(want) {
+		t.Fatalf("policy saw %d samples, want %d", len(p.dlogp), len(want))
+	}
+	for id, a := range want {
+		d, ok := p.dlogp[id]
+		if !ok {
+			t.Fatalf("sample %g not trained on", id)
+		}
+		if got := -float64(d[0]) * float64(len(want)); math.Abs(got-a) > 1e-6*math.Max(1, math.Abs(a)) {
+			t.Errorf("sample %g: advantage %.7g, want %.7g", id, got, a)
+		}
+	}
+	// groupBy keeps first-seen order.
+	g := groupBy(batch)
+	if len(g) != 3 || fmt.Sprint(g) != "[[0 4] [1 3 6] [2 5]]" {
 		t.Fatalf("groups %v", g)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/troupe-ml/troupe/rl/internal/stats"
 )
 
 // Trainer updates a policy from a batch of sampled trajectories.
@@ -204,21 +206,6 @@ func prepare(p Policy, batch []Sample, maxStale int64) (*prepared, error) {
 		}
 	}
 	return pr, nil
-}
-
-// meanStd returns the mean and population standard deviation.
-func meanStd(x []float64) (mean, std float64) {
-	if len(x) == 0 {
-		return 0, 0
-	}
-	for _, v := range x {
-		mean += v
-	}
-	mean /= float64(len(x))
-	for _, v := range x {
-		std += (v - mean) * (v - mean)
-	}
-	return mean, math.Sqrt(std / float64(len(x)))
 }
 
 // groupBy returns the sample indices of each TaskID, in first-seen order.
@@ -499,8 +486,8 @@ func rewardStats(s *Stats, samples []Sample, adv []float64) {
 		r[i] = x.Reward
 		tok += len(x.Actions)
 	}
-	s.RewardMean, s.RewardStd = meanStd(r)
-	s.AdvMean, s.AdvStd = meanStd(adv)
+	s.RewardMean, s.RewardStd = stats.MeanStd(r)
+	s.AdvMean, s.AdvStd = stats.MeanStd(adv)
 	s.Samples = len(samples)
 	s.Tokens = tok
 }

@@ -77,3 +77,34 @@ func ExampleAdamW() {
 	fmt.Printf("%.4f\n", param)
 	// Output: [0.9000 -0.9000]
 }
+
+func ExampleEmbedding() {
+	table := tensor.FromSlice([]float32{0, 1, 10, 11, 20, 21}, 3, 2) // vocab 3, dim 2
+	ids := []int{2, 0, 2}
+	y := tensor.Embedding(nil, table, ids)
+	fmt.Println(y.Shape(), tensor.Data(y))
+	// The backward pass scatters: row 2 was used twice, so it gets twice the gradient.
+	dtable := tensor.Zeros(3, 2)
+	tensor.EmbeddingBackward(dtable, tensor.Full(1, 3, 2), ids)
+	fmt.Println(tensor.Data(dtable))
+	// Output:
+	// (3, 2) [20 21 0 1 20 21]
+	// [1 1 0 0 2 2]
+}
+
+func ExampleMatMulTrans() {
+	a := tensor.FromSlice([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	gram := tensor.MatMulTrans(nil, a, a, false, true) // a·aᵀ
+	fmt.Println(gram.Shape(), tensor.Data(gram))
+	// Output: (2, 2) [14 32 32 77]
+}
+
+func ExampleGELU() {
+	// The flat kernel behind tensor.Gelu: the tanh approximation of
+	// x·Φ(x) (Hendrycks & Gimpel 2016).
+	x := []float32{-1, 0, 1, 3}
+	y := make([]float32, len(x))
+	tensor.GELU(y, x)
+	fmt.Printf("%.4f\n", y)
+	// Output: [-0.1588 0.0000 0.8412 2.9964]
+}

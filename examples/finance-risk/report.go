@@ -45,8 +45,8 @@ func CheckBars(r *Result) Bars {
 		ret = append(ret, d.Retention())
 		sp = append(sp, d.SpeedUp())
 	}
-	b.Retention, _ = meanSD(ret)
-	b.SpeedUp, _ = meanSD(sp)
+	b.Retention, _ = finrisk.MeanSD(ret)
+	b.SpeedUp, _ = finrisk.MeanSD(sp)
 	b.RetentionOK, b.SpeedUpOK = b.Retention >= 0.97, b.SpeedUp >= 5
 	return b
 }
@@ -84,7 +84,7 @@ func writeReport(r *Result) error {
 			for _, fm := range r.Folds {
 				xs = append(xs, get(fm[m]))
 			}
-			mu, sd := meanSD(xs)
+			mu, sd := finrisk.MeanSD(xs)
 			return fmt.Sprintf("%.4f ± %.4f", mu, sd)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", modelNames[m], r.Params[m],
@@ -142,12 +142,15 @@ func writeReport(r *Result) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	if err := plotReward(r, filepath.Join(r.Opt.Out, "reward.png")); err != nil {
-		return err
+		return fmt.Errorf("report: reward.png: %w", err)
 	}
 	if err := plotAttention(r, filepath.Join(r.Opt.Out, "attention.png")); err != nil {
-		return err
+		return fmt.Errorf("report: attention.png: %w", err)
 	}
-	return plotCalibration(r, filepath.Join(r.Opt.Out, "calibration.png"))
+	if err := plotCalibration(r, filepath.Join(r.Opt.Out, "calibration.png")); err != nil {
+		return fmt.Errorf("report: calibration.png: %w", err)
+	}
+	return nil
 }
 
 func line(p *plot.Plot, name string, ys []float64, c color.Color, dashed bool) error {

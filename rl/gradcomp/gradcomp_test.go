@@ -1,6 +1,7 @@
 package gradcomp
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -360,4 +361,51 @@ func BenchmarkCompress(b *testing.B) {
 			})
 		}
 	}
+}
+
+// With NoiseMultiplier 0 the Gaussian mechanism only clips: the gradient
+// (3, 4) of norm 5 is scaled to norm 1.
+func ExampleGaussian() {
+	g := []float32{3, 4}
+	d := Gaussian{Clip: 1, NoiseMultiplier: 0, Rng: rand.New(rand.NewPCG(1, 2))}
+	norm := d.Privatize(g)
+	fmt.Println(norm, g)
+	// Output: 5 [0.6 0.8]
+}
+
+// Epsilon accounts the privacy of repeated releases: one release with σ = 1
+// and δ = 1e-5 gives ε = 1/2 + 2·sqrt(log(1e5)/2) ≈ 5.30; more noise or
+// fewer steps give a smaller ε.
+func ExampleEpsilon() {
+	fmt.Printf("%.2f %.2f %.2f\n", Epsilon(1, 1, 1e-5), Epsilon(4, 1, 1e-5), Epsilon(1, 100, 1e-5))
+	// Output: 5.30 1.23 97.99
+}
+
+// FuzzDecode: a message is either an error wrapping ErrCorrupt or a vector
+// of exactly the declared length. Messages declaring more than 2^20 values
+// are passed over: Decode allocates the declared length, so a 9-byte top-k
+// message with k = 0 can ask for up to 2^32 floats (see notes/audit.md).
+func FuzzDecode(f *testing.F) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	x := randVec(rng, 37)
+	for _, codec := range []Codec{Raw, Q8, TopK, TopKQ8} {
+		f.Add(New(Options{Codec: codec, Frac: 0.2}).Compress(nil, x))
+	}
+	f.Add([]byte{byte(TopK), 1, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		if len(msg) >= headerLen && binary.LittleEndian.Uint32(msg[1:]) > 1<<20 {
+			return
+		}
+		prefix := []float32{42}
+		out, err := Decode(prefix, msg)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		if n := int(binary.LittleEndian.Uint32(msg[1:])); len(out) != 1+n || out[0] != 42 {
+			t.Fatalf("decoded %d values after the prefix, header says %d", len(out)-1, n)
+		}
+	})
 }

@@ -177,7 +177,7 @@ func (l *Logger) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	keys := l.Keys()
 	if err := cw.Write(append([]string{"step"}, keys...)); err != nil {
-		return err
+		return fmt.Errorf("metrics: write csv header: %w", err)
 	}
 	rec := make([]string, len(keys)+1)
 	for _, r := range l.rows {
@@ -190,11 +190,14 @@ func (l *Logger) WriteCSV(w io.Writer) error {
 			}
 		}
 		if err := cw.Write(rec); err != nil {
-			return err
+			return fmt.Errorf("metrics: write csv step %d: %w", r.Step, err)
 		}
 	}
 	cw.Flush()
-	return cw.Error()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("metrics: write csv: %w", err)
+	}
+	return nil
 }
 
 // Close writes <Dir>/<Name>.csv, closes the JSON-lines file and finishes the

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/png"
 	"math"
@@ -148,4 +149,18 @@ func ExampleLogger() {
 	_, r := l.Series("reward")
 	fmt.Println(r, l.Keys())
 	// Output: [0 0.5 1] [elapsed_s reward]
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestWriteCSVError: a failing writer's error is returned, wrapped.
+func TestWriteCSVError(t *testing.T) {
+	l, _ := New(Options{})
+	l.Log(0, map[string]float64{"x": 1})
+	err := l.WriteCSV(failWriter{})
+	if err == nil || !strings.Contains(err.Error(), "disk full") || !strings.HasPrefix(err.Error(), "metrics: ") {
+		t.Fatalf("err = %v", err)
+	}
 }

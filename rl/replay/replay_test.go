@@ -236,3 +236,30 @@ func BenchmarkReplay(b *testing.B) {
 		})
 	}
 }
+
+// Update re-prioritises sampled entries (typically with their new TD error
+// or loss); with α = 1 the sampling probability is p/Σp, and with β = 1 the
+// importance weights (N·P(i))^−β are normalised by their maximum.
+func ExampleBuffer_Update() {
+	b := New[string](10, 1)
+	ida := b.Add("a", 1)
+	idb := b.Add("b", 1)
+	b.Update([]uint64{ida, idb}, []float64{1, 3})
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]Item[string]{}
+	for _, it := range b.Sample(64, 1, rng) {
+		seen[it.Value] = it
+	}
+	for _, v := range []string{"a", "b"} {
+		fmt.Printf("%s: P=%.2f w=%.3f\n", v, seen[v].Prob, seen[v].Weight)
+	}
+	// Output:
+	// a: P=0.25 w=1.000
+	// b: P=0.75 w=0.333
+}
+
+// Anneal moves β linearly from beta0 to 1 over training (Schaul et al. 2016).
+func ExampleAnneal() {
+	fmt.Println(Anneal(0.4, 0, 100), Anneal(0.4, 50, 100), Anneal(0.4, 200, 100))
+	// Output: 0.4 0.7 1
+}

@@ -3,6 +3,8 @@ package reward
 import (
 	"fmt"
 	"math"
+
+	"github.com/troupe-ml/troupe/rl/internal/stats"
 )
 
 // Schedule gives the weight vector at training progress p ∈ [0, 1].
@@ -287,7 +289,7 @@ func (m *Multi[T]) Combine(p float64, raw [][]float64) ([]float64, Log) {
 		for i, r := range raw {
 			col[i] = r[k]
 		}
-		lg.RawMean[k], lg.RawStd[k] = meanStd(col)
+		lg.RawMean[k], lg.RawStd[k] = stats.MeanStd(col)
 		mu, sd := m.stats[k].Mean, m.stats[k].Std()
 		var nm float64
 		for i, x := range col {
@@ -305,7 +307,7 @@ func (m *Multi[T]) Combine(p float64, raw [][]float64) ([]float64, Log) {
 			lg.NormMean[k] = nm / float64(len(raw))
 		}
 	}
-	lg.Mean, lg.Std = meanStd(total)
+	lg.Mean, lg.Std = stats.MeanStd(total)
 	if o, ok := m.sched.(Observer); ok {
 		v := lg.Std * lg.Std
 		if m.Signal >= 0 && m.Signal < K {
@@ -314,18 +316,4 @@ func (m *Multi[T]) Combine(p float64, raw [][]float64) ([]float64, Log) {
 		o.Observe(v)
 	}
 	return total, lg
-}
-
-func meanStd(x []float64) (mean, std float64) {
-	if len(x) == 0 {
-		return 0, 0
-	}
-	for _, v := range x {
-		mean += v
-	}
-	mean /= float64(len(x))
-	for _, v := range x {
-		std += (v - mean) * (v - mean)
-	}
-	return mean, math.Sqrt(std / float64(len(x)))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/troupe-ml/troupe/rl/internal/stats"
 )
 
 func TestSchedules(t *testing.T) {
@@ -62,7 +63,7 @@ func TestWelford(t *testing.T) {
 		xs = append(xs, x)
 		w.Add(x)
 	}
-	m, s := meanStd(xs)
+	m, s := stats.MeanStd(xs)
 	if math.Abs(w.Mean-m) > 1e-6 || math.Abs(w.Std()-s) > 1e-6 {
 		t.Fatalf("Welford %g±%g, two-pass %g±%g", w.Mean, w.Std(), m, s)
 	}

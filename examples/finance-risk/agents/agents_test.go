@@ -1,8 +1,10 @@
 package agents
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -35,12 +37,13 @@ func accuracy(out, y []float32) float64 {
 func TestMLPAndTransformerLearn(t *testing.T) {
 	x, y := toy(300, 1)
 	xt, yt := toy(200, 2)
-	for _, net := range []Net{
-		NewMLP("m", 4, 8, 1),
+	nets := []Net{NewMLP("m", 4, 8, 1)}
+	if !testing.Short() { // the transformer is the slow one (most of this test under -race)
 		// 4 tokens of 4 features (token a holds feature a only): the
 		// Encoder.Tokens layout.
-		NewTokenTransformer("t", 4, 4, 8, 2, 16, 1),
-	} {
+		nets = append(nets, NewTokenTransformer("t", 4, 4, 8, 2, 16, 1))
+	}
+	for _, net := range nets {
 		xin, xtin := x, xt
 		if tf, ok := net.(*TokenTransformer); ok {
 			xin, xtin = tokens(x, tf.Tokens), tokens(xt, tf.Tokens)
@@ -55,10 +58,15 @@ func TestMLPAndTransformerLearn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, _ := tr.Epoch(xin, y, 300, 0)
+		first, err := tr.Epoch(xin, y, 300, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var last float64
 		for ep := 0; ep < 30; ep++ {
-			last, _ = tr.Epoch(xin, y, 300, 0)
+			if last, err = tr.Epoch(xin, y, 300, 0); err != nil {
+				t.Fatal(err)
+			}
 		}
 		tr.Close()
 		// The inference graph shares the parameters: it sees the training.
@@ -111,10 +119,15 @@ func TestLSTMRegression(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	first, _ := tr.Epoch(x, y, n, 0)
+	first, err := tr.Epoch(x, y, n, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var last float64
 	for ep := 0; ep < 40; ep++ {
-		last, _ = tr.Epoch(x, y, n, 0)
+		if last, err = tr.Epoch(x, y, n, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var varY float64
 	for _, v := range y {
@@ -130,8 +143,14 @@ func TestParamsShapeMismatchPanics(t *testing.T) {
 	p := NewParams(1)
 	p.Get("w", 1, 2, 3)
 	defer func() {
-		if recover() == nil {
+		r := recover()
+		if r == nil {
 			t.Fatal("no panic")
+		}
+		// The message names both shapes (the project's convention for
+		// programmer errors while building graphs).
+		if msg := fmt.Sprint(r); !strings.Contains(msg, "(2, 3)") || !strings.Contains(msg, "[3 2]") {
+			t.Fatalf("panic message %q does not name both shapes", msg)
 		}
 	}()
 	p.Get("w", 1, 3, 2)
@@ -152,7 +171,9 @@ func TestNNNetLearns(t *testing.T) {
 		}
 		var last float64
 		for ep := 0; ep < 30; ep++ {
-			last, _ = net.Epoch(x, y, 50, BCE, rng)
+			if last, err = net.Epoch(x, y, 50, BCE, rng); err != nil {
+				t.Fatal(err)
+			}
 		}
 		out, emb, err := net.Run(xt, 200)
 		if err != nil {

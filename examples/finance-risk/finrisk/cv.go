@@ -158,3 +158,19 @@ func Calibration(p []float64, label []int, nbins int) (meanP, freq []float64, co
 	}
 	return meanP, freq, count
 }
+
+// MeanSD returns the mean and the sample standard deviation (divisor n−1;
+// 0 for fewer than two values) of per-fold or per-seed figures.
+func MeanSD(xs []float64) (mean, sd float64) {
+	var s float64
+	for _, x := range xs {
+		mean += x / float64(len(xs))
+	}
+	for _, x := range xs {
+		s += (x - mean) * (x - mean)
+	}
+	if len(xs) > 1 {
+		s /= float64(len(xs) - 1)
+	}
+	return mean, math.Sqrt(s)
+}

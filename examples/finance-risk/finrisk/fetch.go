@@ -71,7 +71,7 @@ func Fetch(dataDir string) (string, error) {
 		if errors.As(err, &ee) && (ee.ExitCode() == 2 || ee.ExitCode() == 3) {
 			return "", fmt.Errorf("%w: %v\n%s", ErrFetch, err, out.Bytes())
 		}
-		return "", fmt.Errorf("finrisk: fetch-data.sh: %v\n%s", err, out.Bytes())
+		return "", fmt.Errorf("finrisk: fetch-data.sh: %w\n%s", err, out.Bytes())
 	}
 	return dataDir, nil
 }

@@ -104,6 +104,102 @@ func FuzzReadARFF(f *testing.F) {
 	})
 }
 
+// TestReadMarketMalformed checks that bad market CSV is an error, never a
+// panic or a series with non-finite prices (no data needed).
+func TestReadMarketMalformed(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"empty", "", "header"},
+		{"no close", "date,open\n2000-01-02,1\n", "need columns"},
+		{"out of order", "date,close\n2000-01-02,1\n2000-01-01,2\n", "not after"},
+		{"duplicate date", "date,close\n2000-01-02,1\n2000-01-02,2\n", "not after"},
+		{"negative", "date,close\n2000-01-02,-1\n2000-01-03,1\n", "bad close"},
+		{"NaN", "date,close\n2000-01-02,NaN\n2000-01-03,1\n", "bad close"},
+		{"Inf", "date,close\n2000-01-02,1\n2000-01-03,+Inf\n", "bad close"},
+		{"bad date", "date,close\n2000-13-02,1\n2000-01-03,1\n", "line 2"},
+		{"ragged", "date,close\n2000-01-02,1,7\n", "line 2"},
+		{"one row", "date,close\n2000-01-02,1\n", "fewer than 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadMarket(strings.NewReader(tc.in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want containing %q", err, tc.want)
+			}
+		})
+	}
+	m, err := ReadMarket(strings.NewReader("date,close\n2000-01-03,100\n2000-01-04,110\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Return) != 2 || m.Return[0] != 0 || math.Abs(m.Return[1]-math.Log(1.1)) > 1e-15 {
+		t.Fatalf("returns %v", m.Return)
+	}
+}
+
+// FuzzReadMarket: any input is either an error or a series of strictly
+// increasing dates with finite positive closes and matching log returns.
+func FuzzReadMarket(f *testing.F) {
+	f.Add("date,open,close\n2000-01-03,1,100\n2000-01-04,1,110\n2000-01-05,1,99\n")
+	f.Add("close,date\n1,2000-01-02\n2,2000-01-03\n")
+	f.Add("date,close\n2000-01-02,NaN\n2000-01-03,1\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ReadMarket(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		if len(m.Dates) < 2 || len(m.Close) != len(m.Dates) || len(m.Return) != len(m.Dates) {
+			t.Fatalf("lengths %d %d %d", len(m.Dates), len(m.Close), len(m.Return))
+		}
+		for i, c := range m.Close {
+			if !(c > 0) || math.IsInf(c, 0) || math.IsNaN(m.Return[i]) || math.IsInf(m.Return[i], 0) {
+				t.Fatalf("row %d: close %g return %g", i, c, m.Return[i])
+			}
+			if i > 0 && !m.Dates[i].After(m.Dates[i-1]) {
+				t.Fatalf("row %d: dates not increasing", i)
+			}
+		}
+	})
+}
+
+// FuzzCreditFromARFF: ARFF text that parses either fails the German Credit
+// checks with an error or yields one label in {0, 1} per row and rows of
+// the declared width without missing values.
+func FuzzCreditFromARFF(f *testing.F) {
+	var attrs strings.Builder
+	row := []string{}
+	for _, a := range []string{"checking_status", "duration", "credit_history", "credit_amount", "savings_status", "installment_commitment", "personal_status", "age", "existing_credits"} {
+		fmt.Fprintf(&attrs, "@attribute %s numeric\n", a)
+		row = append(row, "1")
+	}
+	good := "@relation credit\n" + attrs.String() + "@attribute class {good,bad}\n@data\n" +
+		strings.Join(row, ",") + ",good\n" + strings.Join(row, ",") + ",bad\n"
+	f.Add(good)
+	f.Add(strings.Replace(good, "1,good", "?,good", 1))
+	f.Add(tinyARFF)
+	f.Fuzz(func(t *testing.T, s string) {
+		rel, err := ReadARFF(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		c, err := CreditFromRelation(rel)
+		if err != nil {
+			return
+		}
+		if len(c.Rows) != len(rel.Rows) || len(c.Bad) != len(c.Rows) {
+			t.Fatalf("%d rows, %d labels, relation has %d", len(c.Rows), len(c.Bad), len(rel.Rows))
+		}
+		for i, r := range c.Rows {
+			if len(r) != len(c.Attrs) || (c.Bad[i] != 0 && c.Bad[i] != 1) {
+				t.Fatalf("row %d: width %d of %d, label %d", i, len(r), len(c.Attrs), c.Bad[i])
+			}
+			for _, v := range r {
+				if math.IsNaN(v) {
+					t.Fatalf("row %d has a missing value", i)
+				}
+			}
+		}
+	})
+}
+
 func loadCredit(t *testing.T) *Credit {
 	needData(t)
 	c, err := LoadCredit(filepath.Join(dataDir, CreditFile))
@@ -375,4 +471,10 @@ func ExampleStratifiedFolds() {
 	// Output:
 	// 5 applicants, 1 bad
 	// 5 applicants, 2 bad
+}
+
+func ExampleMeanSD() {
+	m, sd := MeanSD([]float64{0.70, 0.74, 0.78}) // AUC of three folds
+	fmt.Printf("%.2f ± %.2f\n", m, sd)
+	// Output: 0.74 ± 0.04
 }

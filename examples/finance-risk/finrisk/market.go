@@ -61,7 +61,7 @@ func ReadMarket(r io.Reader) (*Market, error) {
 			return nil, fmt.Errorf("market csv line %d: %w", line, err)
 		}
 		c, err := strconv.ParseFloat(rec[ci], 64)
-		if err != nil || c <= 0 {
+		if err != nil || !(c > 0) || math.IsInf(c, 1) { // also rejects NaN
 			return nil, fmt.Errorf("market csv line %d: bad close %q", line, rec[ci])
 		}
 		if n := len(m.Dates); n > 0 && !d.After(m.Dates[n-1]) {

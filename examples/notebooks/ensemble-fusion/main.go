@@ -1,19 +1,3 @@
-// Command ensemble-fusion is a notebook-style research script: it sweeps
-// one design choice of the finance-risk ensemble — how the members'
-// outputs are fused — over the same cross-validation folds and the same
-// trained members, and writes a Markdown report.
-//
-// Fusion methods compared:
-//   - attention (vote): package ensemble's attention, fused logit = attention-weighted vote of member logits
-//   - attention (vote + context): the same plus a learned correction from the attended context
-//   - mean: the plain mean of the members' logits (credit members: transformer, MLP, rules)
-//   - stacking: logistic regression on the members' out-of-fold logits (Wolpert 1992)
-//
-// Every method is trained on the cross-fitted out-of-fold member outputs of
-// the training fold and evaluated on the test fold; cost uses the Bayes
-// threshold after Platt scaling fitted on the same out-of-fold outputs.
-//
-//	go run ./examples/notebooks/ensemble-fusion [-quick] [-seed N] [-out DIR]
 package main
 
 import (
@@ -151,8 +135,8 @@ func run(quick bool, seed uint64, out string) error {
 	t.WriteString("| fusion | AUC (mean ± sd) | cost / applicant (mean ± sd) | AUC per fold |\n|---|---|---|---|\n")
 	best := 0
 	for k := range methods {
-		ma, sa := meanSD(auc[k])
-		mc, sc := meanSD(cost[k])
+		ma, sa := finrisk.MeanSD(auc[k])
+		mc, sc := finrisk.MeanSD(cost[k])
 		if ma > mean1(auc[best]) {
 			best = k
 		}
@@ -207,18 +191,4 @@ func f64(z []float32) []float64 {
 	return out
 }
 
-func mean1(x []float64) float64 { m, _ := meanSD(x); return m }
-
-func meanSD(xs []float64) (float64, float64) {
-	var m, s float64
-	for _, x := range xs {
-		m += x / float64(len(xs))
-	}
-	for _, x := range xs {
-		s += (x - m) * (x - m)
-	}
-	if len(xs) > 1 {
-		s /= float64(len(xs) - 1)
-	}
-	return m, math.Sqrt(s)
-}
+func mean1(x []float64) float64 { m, _ := finrisk.MeanSD(x); return m }
