@@ -265,14 +265,25 @@ func quickselect(a []float32, k int) float32 {
 	return a[k]
 }
 
+// MaxDecodeValues bounds the length a message may declare (default 1<<26
+// values, 256 MiB of float32), so that a corrupt or hostile header cannot make
+// Decode allocate without limit. Raise it for larger gradient tensors.
+var MaxDecodeValues = 1 << 26
+
 // Decode appends the gradient encoded in msg to dst and returns it.
-// Malformed messages return an error wrapping ErrCorrupt.
+// Malformed messages, and messages declaring more than MaxDecodeValues values,
+// return an error wrapping ErrCorrupt.
 func Decode(dst []float32, msg []byte) ([]float32, error) {
 	if len(msg) < headerLen {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(msg))
 	}
 	codec := Codec(msg[0])
 	n := int(binary.LittleEndian.Uint32(msg[1:]))
+	if n > MaxDecodeValues {
+		// A sparse message can be tiny yet declare billions of values:
+		// refuse before allocating.
+		return nil, fmt.Errorf("%w: declares %d values, more than MaxDecodeValues (%d)", ErrCorrupt, n, MaxDecodeValues)
+	}
 	body := msg[headerLen:]
 	switch codec {
 	case Raw:

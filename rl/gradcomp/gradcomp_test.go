@@ -409,3 +409,14 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// A nine-byte top-k message that declares 2³²−1 values must be refused before
+// anything is allocated.
+func TestDecodeRefusesHugeDeclaredLength(t *testing.T) {
+	msg := make([]byte, headerLen+4)
+	msg[0] = byte(TopK)
+	binary.LittleEndian.PutUint32(msg[1:], math.MaxUint32)
+	if _, err := Decode(nil, msg); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Decode of a message declaring %d values: err = %v, want ErrCorrupt", uint32(math.MaxUint32), err)
+	}
+}
