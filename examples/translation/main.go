@@ -46,7 +46,8 @@ type options struct {
 	sharedReward                    bool
 	sweep                           bool
 	cacheDir                        string // warm-start cache; default <out>/cache
-	finalFrac, roughNoise           float64
+	finalFrac                       float64
+	roughTasks                      int
 }
 
 func main() {
@@ -74,8 +75,8 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
 	flag.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
 	flag.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
-	flag.Float64Var(&o.finalFrac, "final-frac", 0.6, "fraction of agent-3 examples in the small model's warm start")
-	flag.Float64Var(&o.roughNoise, "rough-noise", 0.5, "fraction of agent-3 warm-start examples whose rough translation is also corrupted")
+	flag.Float64Var(&o.finalFrac, "final-frac", 0.6, "fraction of agent-3 examples in the second half of the small model's warm start")
+	flag.IntVar(&o.roughTasks, "rough-tasks", 800, "train sentences agent 1 translates for the warm start of agents 2 and 3")
 	flag.Parse()
 	if o.quick {
 		o.applyQuick()
@@ -98,6 +99,7 @@ func main() {
 func (o *options) applyQuick() {
 	o.smallDim, o.smallLayers, o.largeDim, o.largeLayers = 16, 1, 24, 1
 	o.maxLen, o.vocab, o.warmSteps, o.warmBatch = 96, 320, 6, 8
+	o.roughTasks = 32
 	o.steps, o.batch, o.repeats, o.evalN = 2, 2, 2, 16
 	o.maxEn, o.maxZh = 32, 16
 }
@@ -129,12 +131,15 @@ func run(o options) (*report, error) {
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
 	}
-	mix := warmMix{FinalFrac: o.finalFrac, RoughNoise: o.roughNoise}
-	small, lossS, err := warmStart("small", modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen}, mix, o.warmSteps, o.warmBatch, o.warmLR, o.seed, train, tok, d.Glossary, cache, logf)
+	mix := warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks}
+	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen}, Mix: mix, Steps: o.warmSteps, Batch: o.warmBatch,
+		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
+	small, lossS, roughs, err := warmStartSmall(wc, train, tok, d.Glossary, logf)
 	if err != nil {
 		return nil, err
 	}
-	large, lossL, err := warmStart("large", modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen}, warmMix{}, o.warmSteps, o.warmBatch, o.warmLR, o.seed+1, train, tok, d.Glossary, cache, logf)
+	wc.Spec, wc.Seed, wc.Mix = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen}, o.seed+1, warmMix{}
+	large, lossL, err := warmStartLarge(wc, roughs, tok, d.Glossary, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -189,11 +194,24 @@ func run(o options) (*report, error) {
 	// GRPO rounds: each round gives each server one training batch.
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(o.seed, 5))
+	var withTerms []task
+	for _, t := range train {
+		if len(t.Terms) > 0 {
+			withTerms = append(withTerms, t)
+		}
+	}
 	bar := progressbar.NewOptions(o.steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
 	for step := 0; step < o.steps; step++ {
+		// Half the tasks come from sentences with glossary terms, where
+		// terminology errors can occur: otherwise most groups have no true
+		// error and the detector learns that "[]" always pays.
 		batch := make([]task, o.batch)
 		for i := range batch {
-			batch[i] = train[r.IntN(len(train))]
+			if i%2 == 1 && len(withTerms) > 0 {
+				batch[i] = withTerms[r.IntN(len(withTerms))]
+			} else {
+				batch[i] = train[r.IntN(len(train))]
+			}
 		}
 		st := time.Now()
 		rs, rl, err := e.rlRound(ctx, clients, batch, o.repeats, r, step)
