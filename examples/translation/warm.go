@@ -61,7 +61,8 @@ type warmMix struct {
 	// the small model's warm start (the rest are agent 1's).
 	FinalFrac float64
 	// RoughTasks is how many train tasks agent 1 translates (greedily,
-	// after the first phase) to make the agents' 2 and 3 warm-start data.
+	// after the first phase) to make the agents' 2 and 3 warm-start data
+	// (0: all).
 	RoughTasks int
 }
 
@@ -152,10 +153,18 @@ func detectExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (
 
 type modelSpec struct {
 	Dim, Layers, Heads, MaxLen int
+	// Rotary uses rotary position embeddings (Su et al. 2021) instead of
+	// learned ones: relative positions make copying a span (agent 3's job)
+	// easier to learn.
+	Rotary bool
 }
 
 func (s modelSpec) config(vocab int) nn.LMConfig {
-	return nn.LMConfig{Vocab: vocab, Dim: s.Dim, Layers: s.Layers, Heads: s.Heads, MaxLen: s.MaxLen, Positions: nn.Learned}
+	pos := nn.Learned
+	if s.Rotary {
+		pos = nn.Rotary
+	}
+	return nn.LMConfig{Vocab: vocab, Dim: s.Dim, Layers: s.Layers, Heads: s.Heads, MaxLen: s.MaxLen, Positions: pos}
 }
 
 // warmCfg is one warm start's hyper-parameters.
@@ -227,20 +236,17 @@ func supervise(role string, tr *nn.LMTrainer, from, to, total, batch, maxLen int
 }
 
 // pickRoughTasks chooses the train tasks agent 1 translates for the warm
-// start data: those with glossary terms first (where errors can occur),
-// then the others, n in all, in a seeded order.
+// start data: n of them in a seeded order (all when n <= 0).
 func pickRoughTasks(tasks []task, n int, seed uint64) []task {
-	r := rand.New(rand.NewPCG(seed, 31))
-	var with, without []task
-	for _, i := range r.Perm(len(tasks)) {
-		if len(tasks[i].Terms) > 0 {
-			with = append(with, tasks[i])
-		} else {
-			without = append(without, tasks[i])
-		}
+	if n <= 0 || n > len(tasks) {
+		n = len(tasks)
 	}
-	out := append(with, without...)
-	return out[:min(n, len(out))]
+	r := rand.New(rand.NewPCG(seed, 31))
+	out := make([]task, n)
+	for i, j := range r.Perm(len(tasks))[:n] {
+		out[i] = tasks[j]
+	}
+	return out
 }
 
 // warmStartSmall trains (or loads from the cache) the small model, which
@@ -346,8 +352,19 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, g *corp
 	opt := nn.NewAdamW(nn.WarmupCosine(cfg.LR, cfg.Steps/10+1, cfg.Steps, cfg.LR/10), 0.01)
 	tr := nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
 	r := rand.New(rand.NewPCG(cfg.Seed, 99))
+	// Half the examples come from sentences with glossary terms (where
+	// errors can occur), half from all sentences.
+	var withTerms []roughEx
+	for _, x := range rx {
+		if len(x.T.Terms) > 0 {
+			withTerms = append(withTerms, x)
+		}
+	}
 	draw := func() (nn.SeqExample, error) {
 		x := rx[r.IntN(len(rx))]
+		if len(withTerms) > 0 && r.IntN(2) == 0 {
+			x = withTerms[r.IntN(len(withTerms))]
+		}
 		rough, label := detectExample(x, g, r, cfg.MaxRough)
 		return roleExample(tok, msgsDetect(x.T.En, rough), label)
 	}
