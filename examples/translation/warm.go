@@ -184,7 +184,7 @@ type warmCfg struct {
 func (c warmCfg) cachePath(role string, tok *tokenizer.Tokenizer, extra string) string {
 	tj, _ := tok.MarshalJSON()
 	h := sha256.New()
-	fmt.Fprintf(h, "v3|%s|%+v|%+v|%d|%d|%g|%d|%d|%d|%s|", role, c.Spec, c.Mix, c.Steps, c.Batch, c.LR, c.Seed, c.MaxRough, c.MaxTok, extra)
+	fmt.Fprintf(h, "v4|%s|%+v|%+v|%d|%d|%g|%d|%d|%d|%s|", role, c.Spec, c.Mix, c.Steps, c.Batch, c.LR, c.Seed, c.MaxRough, c.MaxTok, extra)
 	h.Write(tj)
 	key := hex.EncodeToString(h.Sum(nil))[:16]
 	return filepath.Join(c.CacheDir, fmt.Sprintf("warm-%s-%s", role, key))
@@ -250,8 +250,8 @@ func pickRoughTasks(tasks []task, n int, seed uint64) []task {
 }
 
 // warmStartSmall trains (or loads from the cache) the small model, which
-// plays agents 1 and 3, in two phases on the train split: first agent 1
-// alone on sentence pairs (half the steps); then agent 1 translates
+// plays agents 1 and 3, in two phases on the train split: first agent 1 on
+// sentence pairs, with 30% agent-3 copies of references (half the steps); then agent 1 translates
 // cfg.Mix.RoughTasks train sentences greedily, and the second half mixes
 // agent-1 pairs with agent-3 examples built on those real rough
 // translations (finalExample). It returns the LM, the mean loss of the last
@@ -282,8 +282,18 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 		t := tasks[r.IntN(len(tasks))]
 		return roleExample(tok, msgsTranslate(t.En), t.Ref)
 	}
+	// Phase 1 also teaches agent 3's copy mechanism on clean text: 30% of
+	// the examples give a train reference as the rough translation with no
+	// correction, to be copied into <final_result>.
+	phase1 := func() (nn.SeqExample, error) {
+		if r.Float64() < 0.3 {
+			t := tasks[r.IntN(len(tasks))]
+			return roleExample(tok, msgsFinal(t.En, clip(t.Ref, cfg.MaxRough), "[]"), finalAnswer(clip(t.Ref, cfg.MaxRough)))
+		}
+		return translate()
+	}
 	half := cfg.Steps / 2
-	if _, err := supervise("small (agent 1)", tr, 0, half, cfg.Steps, cfg.Batch, cfg.Spec.MaxLen, translate, logf); err != nil {
+	if _, err := supervise("small (agents 1+3 copy)", tr, 0, half, cfg.Steps, cfg.Batch, cfg.Spec.MaxLen, phase1, logf); err != nil {
 		return nil, 0, nil, err
 	}
 	// Agent 1's real outputs on train sentences.
