@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/troupe-ml/troupe/examples/translation/grader"
@@ -30,20 +31,31 @@ type metrics struct {
 func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 	end := tok.MustSpecialID(tokenizer.End)
 	out := make([]string, len(msgs))
+	all := make([][]int, len(msgs))
+	for i := range msgs {
+		p, err := tok.ApplyChat(msgs[i], true)
+		if err != nil {
+			return nil, err
+		}
+		if len(p) >= lm.Config.MaxLen-1 {
+			p = p[len(p)-(lm.Config.MaxLen-2):] // keep the end (the open assistant turn)
+		}
+		all[i] = p
+	}
+	// Chunks of prompts of similar length: the token budget of a chunk is
+	// bounded by its longest prompt, so mixing lengths would cut the short
+	// prompts' outputs.
+	order := make([]int, len(msgs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return len(all[order[a]]) < len(all[order[b]]) })
 	const chunk = 32
 	for s := 0; s < len(msgs); s += chunk {
 		var prompts [][]int
-		var idx []int
-		for i := s; i < min(s+chunk, len(msgs)); i++ {
-			p, err := tok.ApplyChat(msgs[i], true)
-			if err != nil {
-				return nil, err
-			}
-			if len(p) >= lm.Config.MaxLen-1 {
-				p = p[len(p)-(lm.Config.MaxLen-2):] // keep the end (the open assistant turn)
-			}
-			prompts = append(prompts, p)
-			idx = append(idx, i)
+		idx := order[s:min(s+chunk, len(msgs))]
+		for _, i := range idx {
+			prompts = append(prompts, all[i])
 		}
 		// Bound by the longest prompt of the chunk.
 		longest := 0

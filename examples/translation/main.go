@@ -38,6 +38,8 @@ type options struct {
 	smallDim, smallLayers, largeDim int
 	largeLayers, maxLen, vocab      int
 	warmSteps, warmBatch            int
+	largeWarmSteps                  int
+	learnedPos                      bool
 	warmLR, rlLR                    float64
 	steps, batch, repeats           int
 	ports, servers, out             string
@@ -46,19 +48,22 @@ type options struct {
 	sharedReward                    bool
 	sweep                           bool
 	cacheDir                        string // warm-start cache; default <out>/cache
-	finalFrac, roughNoise           float64
+	finalFrac                       float64
+	roughTasks                      int
 }
 
 func main() {
 	var o options
 	flag.BoolVar(&o.quick, "quick", false, "a run of well under a minute (tiny models, 2 RL steps per server)")
-	flag.IntVar(&o.smallDim, "small-dim", 48, "width of the small model (agents 1 and 3)")
+	flag.IntVar(&o.smallDim, "small-dim", 64, "width of the small model (agents 1 and 3)")
 	flag.IntVar(&o.smallLayers, "small-layers", 2, "layers of the small model")
+	flag.BoolVar(&o.learnedPos, "learned-pos", false, "learned position embeddings instead of rotary ones")
 	flag.IntVar(&o.largeDim, "large-dim", 64, "width of the larger model (agent 2)")
 	flag.IntVar(&o.largeLayers, "large-layers", 2, "layers of the larger model")
 	flag.IntVar(&o.maxLen, "max-len", 128, "context length of both models")
 	flag.IntVar(&o.vocab, "vocab", 768, "BPE vocabulary size")
-	flag.IntVar(&o.warmSteps, "warm-steps", 1200, "supervised warm-start steps per model")
+	flag.IntVar(&o.warmSteps, "warm-steps", 2000, "supervised warm-start steps of the small model (agents 1 and 3)")
+	flag.IntVar(&o.largeWarmSteps, "large-warm-steps", 800, "supervised warm-start steps of the larger model (agent 2)")
 	flag.IntVar(&o.warmBatch, "warm-batch", 16, "warm-start batch size")
 	flag.Float64Var(&o.warmLR, "warm-lr", 3e-3, "warm-start peak learning rate")
 	flag.Float64Var(&o.rlLR, "rl-lr", 2e-4, "GRPO learning rate")
@@ -74,8 +79,8 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
 	flag.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
 	flag.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
-	flag.Float64Var(&o.finalFrac, "final-frac", 0.6, "fraction of agent-3 examples in the small model's warm start")
-	flag.Float64Var(&o.roughNoise, "rough-noise", 0.5, "fraction of agent-3 warm-start examples whose rough translation is also corrupted")
+	flag.Float64Var(&o.finalFrac, "final-frac", 0.7, "fraction of agent-3 examples in the second half of the small model's warm start")
+	flag.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
 	flag.Parse()
 	if o.quick {
 		o.applyQuick()
@@ -98,6 +103,7 @@ func main() {
 func (o *options) applyQuick() {
 	o.smallDim, o.smallLayers, o.largeDim, o.largeLayers = 16, 1, 24, 1
 	o.maxLen, o.vocab, o.warmSteps, o.warmBatch = 96, 320, 6, 8
+	o.roughTasks, o.largeWarmSteps = 32, 6
 	o.steps, o.batch, o.repeats, o.evalN = 2, 2, 2, 16
 	o.maxEn, o.maxZh = 32, 16
 }
@@ -129,12 +135,15 @@ func run(o options) (*report, error) {
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
 	}
-	mix := warmMix{FinalFrac: o.finalFrac, RoughNoise: o.roughNoise}
-	small, lossS, err := warmStart("small", modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen}, mix, o.warmSteps, o.warmBatch, o.warmLR, o.seed, train, tok, d.Glossary, cache, logf)
+	mix := warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks}
+	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen, !o.learnedPos}, Mix: mix, Steps: o.warmSteps, Batch: o.warmBatch,
+		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
+	small, lossS, roughs, err := warmStartSmall(wc, train, tok, d.Glossary, logf)
 	if err != nil {
 		return nil, err
 	}
-	large, lossL, err := warmStart("large", modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen}, warmMix{}, o.warmSteps, o.warmBatch, o.warmLR, o.seed+1, train, tok, d.Glossary, cache, logf)
+	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos}, o.seed+1, warmMix{}, o.largeWarmSteps
+	large, lossL, err := warmStartLarge(wc, roughs, tok, d.Glossary, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -189,11 +198,24 @@ func run(o options) (*report, error) {
 	// GRPO rounds: each round gives each server one training batch.
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(o.seed, 5))
+	var withTerms []task
+	for _, t := range train {
+		if len(t.Terms) > 0 {
+			withTerms = append(withTerms, t)
+		}
+	}
 	bar := progressbar.NewOptions(o.steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
 	for step := 0; step < o.steps; step++ {
+		// Half the tasks come from sentences with glossary terms, where
+		// terminology errors can occur: otherwise most groups have no true
+		// error and the detector learns that "[]" always pays.
 		batch := make([]task, o.batch)
 		for i := range batch {
-			batch[i] = train[r.IntN(len(train))]
+			if i%2 == 1 && len(withTerms) > 0 {
+				batch[i] = withTerms[r.IntN(len(withTerms))]
+			} else {
+				batch[i] = train[r.IntN(len(train))]
+			}
 		}
 		st := time.Now()
 		rs, rl, err := e.rlRound(ctx, clients, batch, o.repeats, r, step)

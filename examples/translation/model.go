@@ -61,8 +61,8 @@ func (m *lmModel) Generate(ctx context.Context, prompts [][]int, opts swarm.Gene
 			return nil, err
 		}
 		if len(p) > m.lm.Config.MaxLen-4 {
-			// Keep the end (the open assistant turn); the server's sample
-			// then exceeds MaxLen and Train leaves it out.
+			// Keep the end (the open assistant turn); Train cuts the
+			// server's sample the same way.
 			p = p[len(p)-(m.lm.Config.MaxLen-4):]
 		}
 		maxTok := max(1, min(opts.MaxTokens, m.lm.Config.MaxLen-len(p)))
@@ -94,6 +94,11 @@ func (m *lmModel) Generate(ctx context.Context, prompts [][]int, opts swarm.Gene
 func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 	var keep []rl.Sample
 	for _, s := range batch {
+		// Generate cut over-long prompts to their last MaxLen-4 tokens;
+		// train on the same context the actions were sampled from.
+		if n := m.lm.Config.MaxLen - 4; len(s.Prompt) > n {
+			s.Prompt = s.Prompt[len(s.Prompt)-n:]
+		}
 		if len(s.Prompt) > 0 && len(s.Actions) > 0 && len(s.Prompt)+len(s.Actions) <= m.lm.Config.MaxLen {
 			keep = append(keep, s)
 		}

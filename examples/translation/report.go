@@ -76,8 +76,8 @@ func (r *report) write(dir string) error {
 	var b strings.Builder
 	o := r.opts
 	fmt.Fprintf(&b, "# Translation workflow report\n\n")
-	fmt.Fprintf(&b, "Command options: quick=%v small=%dx%d large=%dx%d max-len=%d vocab=%d warm-steps=%d warm-batch=%d steps=%d batch=%d repeats=%d seed=%d\n\n",
-		o.quick, o.smallDim, o.smallLayers, o.largeDim, o.largeLayers, o.maxLen, o.vocab, o.warmSteps, o.warmBatch, o.steps, o.batch, o.repeats, o.seed)
+	fmt.Fprintf(&b, "Command options: quick=%v small=%dx%d large=%dx%d max-len=%d vocab=%d warm-steps=%d large-warm-steps=%d final-frac=%g rough-tasks=%d warm-batch=%d steps=%d batch=%d repeats=%d seed=%d\n\n",
+		o.quick, o.smallDim, o.smallLayers, o.largeDim, o.largeLayers, o.maxLen, o.vocab, o.warmSteps, o.largeWarmSteps, o.finalFrac, o.roughTasks, o.warmBatch, o.steps, o.batch, o.repeats, o.seed)
 	fmt.Fprintf(&b, "Tasks: %d train, %d test (test split, never trained on). Wall time %.1f s.\n\n", r.nTrain, r.nTest, r.seconds)
 	fmt.Fprintf(&b, "Warm-start final loss (mean of last 20 steps; -1 = loaded from cache): small %.3f, large %.3f\n\n", r.lossSmall, r.lossLarge)
 	fmt.Fprintf(&b, "## Test split (greedy decoding)\n\n")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-ml/troupe/examples/translation/corpus"
+	"github.com/troupe-ml/troupe/examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 )
@@ -44,122 +46,348 @@ func roleExample(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, reply strin
 	return nn.SeqExample{Prompt: p, Target: tgt}, nil
 }
 
-// warmExample draws one supervised example for a model role.
-//   - "small": agent 1 (translate) or agent 3 (final from rough+corrections),
-//     half each; the rough translation carries an injected known error.
-//   - "large": agent 2 (detector) on a rough translation with an injected
-//     known error (or none) and its JSON.
-func warmExample(role string, t task, tok *tokenizer.Tokenizer, g *corpus.Glossary, r *rand.Rand, mix warmMix) (nn.SeqExample, error) {
-	switch {
-	case role == "large":
-		rough, errs := injectError(t, g, r, 0.35)
-		return roleExample(tok, msgsDetect(t.En, rough), errorsJSON(errs))
-	case r.Float64() >= mix.FinalFrac:
-		return roleExample(tok, msgsTranslate(t.En), t.Ref)
-	default:
-		rough, errs := injectError(t, g, r, 0.3)
-		if r.Float64() < mix.RoughNoise {
-			rough = corrupt(rough, r)
-		}
-		return roleExample(tok, msgsFinal(t.En, rough, errorsJSON(errs)), finalAnswer(t.Ref))
-	}
+// roughEx is one of agent 1's real outputs on a train task: the warm start
+// of agents 2 and 3 learns from what agent 1 actually writes, not from the
+// references (issue 6 asks for rough translations; the first version used
+// references with injected errors, which agent 1 never produces).
+type roughEx struct {
+	T     task
+	Rough string
 }
 
 // warmMix sets the small model's warm-start mixture.
 type warmMix struct {
-	// FinalFrac is the fraction of agent-3 examples (the rest are agent 1's).
+	// FinalFrac is the fraction of agent-3 examples in the second phase of
+	// the small model's warm start (the rest are agent 1's).
 	FinalFrac float64
-	// RoughNoise is the fraction of agent-3 examples whose rough translation
-	// is also corrupted (characters dropped or duplicated), so that agent 3
-	// learns to repair from the English rather than only copy.
-	RoughNoise float64
+	// RoughTasks is how many train tasks agent 1 translates (greedily,
+	// after the first phase) to make the agents' 2 and 3 warm-start data
+	// (0: all).
+	RoughTasks int
 }
 
-// corrupt drops or duplicates about 15% of the characters of s.
-func corrupt(s string, r *rand.Rand) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch x := r.Float64(); {
-		case x < 0.08:
-		case x < 0.15:
-			b.WriteRune(c)
-			b.WriteRune(c)
-		default:
-			b.WriteRune(c)
+// presentTerms are the task's terms whose rendering the rough translation
+// already has.
+func presentTerms(t task, rough string) []corpus.Term {
+	var out []corpus.Term
+	for _, term := range t.Terms {
+		if strings.Contains(rough, term.Zh) {
+			out = append(out, term)
 		}
 	}
-	return b.String()
+	return out
+}
+
+// wrongRendering draws a glossary rendering unrelated to zh ("" if none found).
+func wrongRendering(zh string, g *corpus.Glossary, r *rand.Rand) string {
+	for tries := 0; tries < 20; tries++ {
+		w := g.Terms[r.IntN(len(g.Terms))].Zh
+		if w != zh && !strings.Contains(zh, w) && !strings.Contains(w, zh) {
+			return w
+		}
+	}
+	return ""
+}
+
+// injectIntoRough replaces one correct term of a real rough translation by a
+// wrong rendering; it returns the new rough and the known error (ok false if
+// the rough has no correct term).
+func injectIntoRough(t task, rough string, g *corpus.Glossary, r *rand.Rand) (string, grader.TermError, bool) {
+	pt := presentTerms(t, rough)
+	if len(pt) == 0 {
+		return rough, grader.TermError{}, false
+	}
+	term := pt[r.IntN(len(pt))]
+	w := wrongRendering(term.Zh, g, r)
+	if w == "" {
+		return rough, grader.TermError{}, false
+	}
+	return strings.Replace(rough, term.Zh, w, 1), grader.TermError{OriginalWord: term.En, WrongTranslation: w, WrongReason: "glossary", CorrectTranslation: term.Zh}, true
+}
+
+// finalExample is agent 3's warm-start pair on a real rough translation:
+//   - with a known wrong span (an injected error): the rough translation with
+//     the correction applied (copy + substitute);
+//   - with true errors whose wrong span is unknown (a glossary term missing
+//     from agent 1's output), passed on with probability 0.6 (a detector
+//     that finds them): the reference, i.e. a re-translation with the hint;
+//   - otherwise (no error, or a missed one, corrections "[]"): the rough
+//     translation copied unchanged.
+//
+// So agent 3 keeps agent 1's translation unless a correction asks for a
+// change, instead of re-translating everything (too hard for a small model).
+func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (rough, corr, target string) {
+	rough = clip(rx.Rough, maxRough)
+	if r.Float64() < 0.3 {
+		if bad, e, ok := injectIntoRough(rx.T, rough, g, r); ok {
+			errs := append([]grader.TermError{e}, truthErrors(rx.T, rough)...)
+			if len(errs) == 1 {
+				return bad, errorsJSON(errs), finalAnswer(rough)
+			}
+		}
+	}
+	if truth := truthErrors(rx.T, rough); len(truth) > 0 && r.Float64() < 0.6 {
+		return rough, errorsJSON(truth), finalAnswer(rx.T.Ref)
+	}
+	return rough, "[]", finalAnswer(rough)
+}
+
+// detectExample is agent 2's warm-start pair: a real rough translation (with
+// an injected wrong rendering of a correct term 30% of the time, so wrong
+// spans are seen too) and the true errors of it as JSON.
+func detectExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (rough, label string) {
+	rough = clip(rx.Rough, maxRough)
+	var errs []grader.TermError
+	if r.Float64() < 0.3 {
+		if bad, e, ok := injectIntoRough(rx.T, rough, g, r); ok {
+			rough, errs = bad, []grader.TermError{e}
+		}
+	}
+	for _, te := range truthErrors(rx.T, rough) {
+		if len(errs) == 0 || te.OriginalWord != errs[0].OriginalWord {
+			errs = append(errs, te)
+		}
+	}
+	return rough, errorsJSON(errs)
 }
 
 type modelSpec struct {
 	Dim, Layers, Heads, MaxLen int
+	// Rotary uses rotary position embeddings (Su et al. 2021) instead of
+	// learned ones: relative positions make copying a span (agent 3's job)
+	// easier to learn.
+	Rotary bool
 }
 
 func (s modelSpec) config(vocab int) nn.LMConfig {
-	return nn.LMConfig{Vocab: vocab, Dim: s.Dim, Layers: s.Layers, Heads: s.Heads, MaxLen: s.MaxLen, Positions: nn.Learned}
+	pos := nn.Learned
+	if s.Rotary {
+		pos = nn.Rotary
+	}
+	return nn.LMConfig{Vocab: vocab, Dim: s.Dim, Layers: s.Layers, Heads: s.Heads, MaxLen: s.MaxLen, Positions: pos}
 }
 
-// warmStart trains (or loads from the cache) one model on the train split.
-// It returns the LM and the mean loss of the last 20 steps (NaN when loaded).
-func warmStart(role string, spec modelSpec, mix warmMix, steps, batch int, lr float64, seed uint64, tasks []task,
-	tok *tokenizer.Tokenizer, g *corpus.Glossary, cacheDir string, logf func(string, ...any)) (*nn.LM, float64, error) {
+// warmCfg is one warm start's hyper-parameters.
+type warmCfg struct {
+	Spec        modelSpec
+	Mix         warmMix
+	Steps       int
+	Batch       int
+	LR          float64
+	Seed        uint64
+	MaxRough    int
+	MaxTok      int
+	CacheDir    string
+	CacheSuffix string
+}
+
+func (c warmCfg) cachePath(role string, tok *tokenizer.Tokenizer, extra string) string {
 	tj, _ := tok.MarshalJSON()
 	h := sha256.New()
-	fmt.Fprintf(h, "v2|%s|%+v|%+v|%d|%d|%g|%d|%d|", role, spec, mix, steps, batch, lr, seed, len(tasks))
+	fmt.Fprintf(h, "v4|%s|%+v|%+v|%d|%d|%g|%d|%d|%d|%s|", role, c.Spec, c.Mix, c.Steps, c.Batch, c.LR, c.Seed, c.MaxRough, c.MaxTok, extra)
 	h.Write(tj)
 	key := hex.EncodeToString(h.Sum(nil))[:16]
-	path := filepath.Join(cacheDir, fmt.Sprintf("warm-%s-%s.safetensors", role, key))
+	return filepath.Join(c.CacheDir, fmt.Sprintf("warm-%s-%s", role, key))
+}
 
-	store := nn.NewStore(seed)
-	lm := nn.NewLM(store, spec.config(tok.VocabSize()))
-	if meta, err := nn.LoadCheckpoint(path, store, nil); err == nil {
-		if meta["tokenizer"] != string(tj) {
-			return nil, 0, fmt.Errorf("translation: cached checkpoint %s has another tokenizer", path)
-		}
-		logf("warm start %s: loaded cached checkpoint %s", role, path)
-		return lm, -1, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		logf("warm start %s: ignoring unreadable cache %s: %v", role, path, err)
-	}
-	opt := nn.NewAdamW(nn.WarmupCosine(lr, steps/10+1, steps, lr/10), 0.01)
-	tr := nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
-	r := rand.New(rand.NewPCG(seed, 99))
+// supervise runs steps supervised steps of tr on examples drawn by draw
+// (those longer than the context are redrawn) and returns the mean loss of
+// the last 20 steps.
+func supervise(role string, tr *nn.LMTrainer, from, to, total, batch, maxLen int, draw func() (nn.SeqExample, error), logf func(string, ...any)) (float64, error) {
 	start := time.Now()
 	var recent []float64
-	for s := 0; s < steps; s++ {
+	for s := from; s < to; s++ {
 		b := make([]nn.SeqExample, 0, batch)
-		for len(b) < batch {
-			ex, err := warmExample(role, tasks[r.IntN(len(tasks))], tok, g, r, mix)
+		for tries := 0; len(b) < batch; tries++ {
+			ex, err := draw()
 			if err != nil {
-				return nil, 0, err
+				return 0, err
 			}
-			if len(ex.Prompt)+len(ex.Target) > spec.MaxLen {
-				continue
+			if len(ex.Prompt)+len(ex.Target) > maxLen {
+				if len(ex.Target) > maxLen/2 {
+					if tries > 100*batch {
+						return 0, fmt.Errorf("warm start %s: replies do not fit the context (%d)", role, maxLen)
+					}
+					continue
+				}
+				// Keep the prompt's end (the open assistant turn), as
+				// generation does at inference.
+				ex.Prompt = ex.Prompt[len(ex.Prompt)-(maxLen-len(ex.Target)):]
 			}
 			b = append(b, ex)
 		}
 		loss, err := tr.SupervisedStep(b)
 		if err != nil {
-			return nil, 0, fmt.Errorf("warm start %s step %d: %w", role, s, err)
+			return 0, fmt.Errorf("warm start %s step %d: %w", role, s, err)
 		}
 		recent = append(recent, loss)
 		if len(recent) > 20 {
 			recent = recent[1:]
 		}
-		if (s+1)%max(1, steps/10) == 0 || s == steps-1 {
-			logf("warm start %s: step %d/%d loss %.3f (%.1fs)", role, s+1, steps, loss, time.Since(start).Seconds())
+		if (s+1)%max(1, total/10) == 0 || s == to-1 {
+			logf("warm start %s: step %d/%d loss %.3f (%.1fs)", role, s+1, total, loss, time.Since(start).Seconds())
 		}
 	}
 	mean := 0.0
 	for _, l := range recent {
 		mean += l / float64(len(recent))
 	}
-	if err := os.MkdirAll(cacheDir, 0o755); err == nil {
-		if err := nn.SaveCheckpoint(path, store, nil, map[string]string{"tokenizer": string(tj), "role": role}); err != nil {
-			logf("warm start %s: could not cache: %v", role, err)
+	return mean, nil
+}
+
+// pickRoughTasks chooses the train tasks agent 1 translates for the warm
+// start data: n of them in a seeded order (all when n <= 0).
+func pickRoughTasks(tasks []task, n int, seed uint64) []task {
+	if n <= 0 || n > len(tasks) {
+		n = len(tasks)
+	}
+	r := rand.New(rand.NewPCG(seed, 31))
+	out := make([]task, n)
+	for i, j := range r.Perm(len(tasks))[:n] {
+		out[i] = tasks[j]
+	}
+	return out
+}
+
+// warmStartSmall trains (or loads from the cache) the small model, which
+// plays agents 1 and 3, in two phases on the train split: first agent 1 on
+// sentence pairs, with 30% agent-3 copies of references (half the steps); then agent 1 translates
+// cfg.Mix.RoughTasks train sentences greedily, and the second half mixes
+// agent-1 pairs with agent-3 examples built on those real rough
+// translations (finalExample). It returns the LM, the mean loss of the last
+// 20 steps (-1 when loaded) and the rough translations (for agent 2).
+func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corpus.Glossary, logf func(string, ...any)) (*nn.LM, float64, []roughEx, error) {
+	base := cfg.cachePath("small", tok, "")
+	tj, _ := tok.MarshalJSON()
+	store := nn.NewStore(cfg.Seed)
+	lm := nn.NewLM(store, cfg.Spec.config(tok.VocabSize()))
+	if meta, err := nn.LoadCheckpoint(base+".safetensors", store, nil); err == nil {
+		if meta["tokenizer"] != string(tj) {
+			return nil, 0, nil, fmt.Errorf("translation: cached checkpoint %s has another tokenizer", base)
+		}
+		var rx []roughEx
+		if b, err := os.ReadFile(base + "-rough.json"); err == nil && json.Unmarshal(b, &rx) == nil {
+			logf("warm start small: loaded cached checkpoint %s", base)
+			return lm, -1, rx, nil
+		}
+		store = nn.NewStore(cfg.Seed)
+		lm = nn.NewLM(store, cfg.Spec.config(tok.VocabSize()))
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		logf("warm start small: ignoring unreadable cache %s: %v", base, err)
+	}
+	opt := nn.NewAdamW(nn.WarmupCosine(cfg.LR, cfg.Steps/10+1, cfg.Steps, cfg.LR/10), 0.01)
+	tr := nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
+	r := rand.New(rand.NewPCG(cfg.Seed, 99))
+	translate := func() (nn.SeqExample, error) {
+		t := tasks[r.IntN(len(tasks))]
+		return roleExample(tok, msgsTranslate(t.En), t.Ref)
+	}
+	// Phase 1 also teaches agent 3's copy mechanism on clean text: 30% of
+	// the examples give a train reference as the rough translation with no
+	// correction, to be copied into <final_result>.
+	phase1 := func() (nn.SeqExample, error) {
+		if r.Float64() < 0.3 {
+			t := tasks[r.IntN(len(tasks))]
+			return roleExample(tok, msgsFinal(t.En, clip(t.Ref, cfg.MaxRough), "[]"), finalAnswer(clip(t.Ref, cfg.MaxRough)))
+		}
+		return translate()
+	}
+	half := cfg.Steps / 2
+	if _, err := supervise("small (agents 1+3 copy)", tr, 0, half, cfg.Steps, cfg.Batch, cfg.Spec.MaxLen, phase1, logf); err != nil {
+		return nil, 0, nil, err
+	}
+	// Agent 1's real outputs on train sentences.
+	st := time.Now()
+	picked := pickRoughTasks(tasks, cfg.Mix.RoughTasks, cfg.Seed)
+	var msgs [][]tokenizer.Message
+	for _, t := range picked {
+		msgs = append(msgs, msgsTranslate(t.En))
+	}
+	outs, err := generate(lm, tok, msgs, cfg.MaxTok)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	rx := make([]roughEx, len(picked))
+	for i := range picked {
+		rx[i] = roughEx{T: picked[i], Rough: outs[i]}
+	}
+	logf("warm start small: agent 1 translated %d train sentences (%.1fs)", len(rx), time.Since(st).Seconds())
+	mixed := func() (nn.SeqExample, error) {
+		if len(rx) == 0 || r.Float64() >= cfg.Mix.FinalFrac {
+			return translate()
+		}
+		x := rx[r.IntN(len(rx))]
+		rough, corr, target := finalExample(x, g, r, cfg.MaxRough)
+		return roleExample(tok, msgsFinal(x.T.En, rough, corr), target)
+	}
+	loss, err := supervise("small (agents 1+3)", tr, half, cfg.Steps, cfg.Steps, cfg.Batch, cfg.Spec.MaxLen, mixed, logf)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if err := os.MkdirAll(cfg.CacheDir, 0o755); err == nil {
+		b, _ := json.Marshal(rx)
+		err = os.WriteFile(base+"-rough.json", b, 0o644)
+		if err == nil {
+			err = nn.SaveCheckpoint(base+".safetensors", store, nil, map[string]string{"tokenizer": string(tj), "role": "small"})
+		}
+		if err != nil {
+			logf("warm start small: could not cache: %v", err)
 		}
 	}
-	return lm, mean, nil
+	return lm, loss, rx, nil
+}
+
+// warmStartLarge trains (or loads from the cache) the detector (agent 2) on
+// agent 1's real rough translations labelled with their true terminology
+// errors (detectExample).
+func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, g *corpus.Glossary, logf func(string, ...any)) (*nn.LM, float64, error) {
+	rb, _ := json.Marshal(rx)
+	rh := sha256.Sum256(rb)
+	base := cfg.cachePath("large", tok, hex.EncodeToString(rh[:8]))
+	tj, _ := tok.MarshalJSON()
+	store := nn.NewStore(cfg.Seed)
+	lm := nn.NewLM(store, cfg.Spec.config(tok.VocabSize()))
+	if meta, err := nn.LoadCheckpoint(base+".safetensors", store, nil); err == nil {
+		if meta["tokenizer"] != string(tj) {
+			return nil, 0, fmt.Errorf("translation: cached checkpoint %s has another tokenizer", base)
+		}
+		logf("warm start large: loaded cached checkpoint %s", base)
+		return lm, -1, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		logf("warm start large: ignoring unreadable cache %s: %v", base, err)
+	}
+	if len(rx) == 0 {
+		return nil, 0, errors.New("warm start large: no rough translations")
+	}
+	opt := nn.NewAdamW(nn.WarmupCosine(cfg.LR, cfg.Steps/10+1, cfg.Steps, cfg.LR/10), 0.01)
+	tr := nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
+	r := rand.New(rand.NewPCG(cfg.Seed, 99))
+	// Half the examples come from sentences with glossary terms (where
+	// errors can occur), half from all sentences.
+	var withTerms []roughEx
+	for _, x := range rx {
+		if len(x.T.Terms) > 0 {
+			withTerms = append(withTerms, x)
+		}
+	}
+	draw := func() (nn.SeqExample, error) {
+		x := rx[r.IntN(len(rx))]
+		if len(withTerms) > 0 && r.IntN(2) == 0 {
+			x = withTerms[r.IntN(len(withTerms))]
+		}
+		rough, label := detectExample(x, g, r, cfg.MaxRough)
+		return roleExample(tok, msgsDetect(x.T.En, rough), label)
+	}
+	loss, err := supervise("large (agent 2)", tr, 0, cfg.Steps, cfg.Steps, cfg.Batch, cfg.Spec.MaxLen, draw, logf)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := os.MkdirAll(cfg.CacheDir, 0o755); err == nil {
+		if err := nn.SaveCheckpoint(base+".safetensors", store, nil, map[string]string{"tokenizer": string(tj), "role": "large"}); err != nil {
+			logf("warm start large: could not cache: %v", err)
+		}
+	}
+	return lm, loss, nil
 }
 
 func trimEnd(s string) string { return strings.TrimSpace(s) }
