@@ -10,6 +10,7 @@ RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/...
 all: test
 
 vet:
+	@files=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$files" ]; then echo "gofmt needed:"; echo "$$files"; exit 1; fi
 	$(GO) vet ./...
 
 test: vet test-cuda-build
