@@ -109,6 +109,34 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // swarmError answers the way FastAPI's HTTPException does: {"detail": msg}.
+// readJSON reads the request body (bounded by MaxBodyBytes) and decodes it
+// into dst. On failure it has already answered the request and returns false.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, dst any) bool {
+	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
+	if e == nil {
+		e = decodeJSON(body, dst)
+	}
+	if e != nil {
+		swarmError(w, e)
+		return false
+	}
+	return true
+}
+
+// ids returns the request's required client and episode ids; on failure it
+// has already answered the request and returns ok = false.
+func (req *endRequest) ids(w http.ResponseWriter) (client, id string, ok bool) {
+	client, e := requireString(req.ClientUUID, "client_uuid", false)
+	if e == nil {
+		id, e = requireString(req.EpisodeUUID, "episode_uuid", false)
+	}
+	if e != nil {
+		swarmError(w, e)
+		return "", "", false
+	}
+	return client, id, true
+}
+
 func swarmError(w http.ResponseWriter, e *apiError) {
 	writeJSON(w, e.status, map[string]any{"detail": e.msg, "success": false})
 }
@@ -336,14 +364,8 @@ func notRollingCause(status string) string {
 }
 
 func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
-	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
-	if e != nil {
-		swarmError(w, e)
-		return
-	}
 	var req claimRequest
-	if e := decodeJSON(body, &req); e != nil {
-		swarmError(w, e)
+	if !s.readJSON(w, r, &req) {
 		return
 	}
 	client, e := requireString(req.ClientUUID, "client_uuid", false)
@@ -433,24 +455,12 @@ func (s *Server) lookupForEndLocked(id, client string) (*episode, *apiError) {
 }
 
 func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
-	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
-	if e != nil {
-		swarmError(w, e)
-		return
-	}
 	var req endRequest
-	if e := decodeJSON(body, &req); e != nil {
-		swarmError(w, e)
+	if !s.readJSON(w, r, &req) {
 		return
 	}
-	client, e := requireString(req.ClientUUID, "client_uuid", false)
-	if e != nil {
-		swarmError(w, e)
-		return
-	}
-	id, e := requireString(req.EpisodeUUID, "episode_uuid", false)
-	if e != nil {
-		swarmError(w, e)
+	client, id, ok := req.ids(w)
+	if !ok {
 		return
 	}
 	task, e := requireString(req.TaskID, "task_id", false)
@@ -513,24 +523,12 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleAbort(w http.ResponseWriter, r *http.Request) {
-	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
-	if e != nil {
-		swarmError(w, e)
-		return
-	}
 	var req endRequest
-	if e := decodeJSON(body, &req); e != nil {
-		swarmError(w, e)
+	if !s.readJSON(w, r, &req) {
 		return
 	}
-	client, e := requireString(req.ClientUUID, "client_uuid", false)
-	if e != nil {
-		swarmError(w, e)
-		return
-	}
-	id, e := requireString(req.EpisodeUUID, "episode_uuid", false)
-	if e != nil {
-		swarmError(w, e)
+	client, id, ok := req.ids(w)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
@@ -550,14 +548,8 @@ func (s *Server) handleAbort(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) decodeRef(w http.ResponseWriter, r *http.Request) (string, string, bool) {
-	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
-	if e != nil {
-		swarmError(w, e)
-		return "", "", false
-	}
 	var req episodeRef
-	if e := decodeJSON(body, &req); e != nil {
-		swarmError(w, e)
+	if !s.readJSON(w, r, &req) {
 		return "", "", false
 	}
 	id, e := requireString(req.EpisodeUUID, "episode_uuid", true)
@@ -607,16 +599,10 @@ func (s *Server) handleEngineStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleSyncConfig(w http.ResponseWriter, r *http.Request) {
-	body, e := readBody(w, r, s.cfg.MaxBodyBytes)
-	if e != nil {
-		swarmError(w, e)
-		return
-	}
 	var req struct {
 		YAML *string `json:"yaml_as_string"`
 	}
-	if e := decodeJSON(body, &req); e != nil {
-		swarmError(w, e)
+	if !s.readJSON(w, r, &req) {
 		return
 	}
 	if req.YAML == nil {

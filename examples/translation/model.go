@@ -12,21 +12,22 @@ import (
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/rl/policies"
 	"github.com/troupe-ml/troupe/swarm"
 )
 
 // lmModel hosts an nn.LM with the BPE tokenizer behind a swarm server: it
 // implements swarm.Model (chat template, sampling with behaviour
-// log-probabilities, GRPO training) and rl.Policy (for rl.GRPO).
+// log-probabilities, GRPO training through rl/policies.LM).
 type lmModel struct {
 	name  string
 	lm    *nn.LM
 	tok   *tokenizer.Tokenizer
 	end   int
 	opt   nn.Optimizer
-	tr    *nn.LMTrainer
+	pol   *policies.LM
 	grpo  *rl.GRPO
-	ver   int64
+	base  int64 // version restored from a checkpoint; pol counts steps since
 	genMu sync.Mutex
 }
 
@@ -34,7 +35,7 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlLR float64) 
 	opt := nn.NewAdamW(nn.Constant(rlLR), 0)
 	return &lmModel{name: name, lm: lm, tok: tok, end: tok.MustSpecialID(tokenizer.End), opt: opt,
 		grpo: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2}),
-		tr:   nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})}
+		pol:  policies.NewLM(lm, nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32}))}
 }
 
 func (m *lmModel) Name() string { return m.name }
@@ -106,39 +107,11 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 	if len(keep) == 0 {
 		return map[string]float64{"samples": 0}, nil
 	}
-	st, err := m.grpo.Update(m, keep)
+	st, err := m.grpo.Update(m.pol, keep)
 	return st.Map(), err
 }
 
-func (m *lmModel) Version() int64 { return m.ver }
-
-func seqs(b []rl.Sample) []nn.SeqExample {
-	out := make([]nn.SeqExample, len(b))
-	for i, s := range b {
-		out[i] = nn.SeqExample{Prompt: s.Prompt, Target: s.Actions}
-	}
-	return out
-}
-
-// LogProbs implements rl.Policy.
-func (m *lmModel) LogProbs(b []rl.Sample) ([][]float32, error) { return m.tr.TokenLogProbs(seqs(b)) }
-
-// ForwardBackward implements rl.Policy.
-func (m *lmModel) ForwardBackward(b []rl.Sample, loss rl.LossFunc) error {
-	return m.tr.ForwardBackward(seqs(b), func(lp [][]float32) (float64, [][]float32) {
-		l, d, _ := loss(lp, nil)
-		return l, d
-	})
-}
-
-// Step implements rl.Policy.
-func (m *lmModel) Step() (rl.StepInfo, error) {
-	n, skipped, err := m.tr.Step()
-	if err == nil {
-		m.ver++
-	}
-	return rl.StepInfo{GradNorm: n, Skipped: skipped}, err
-}
+func (m *lmModel) Version() int64 { return m.base + m.pol.Version() }
 
 func (m *lmModel) Save(w io.Writer) error {
 	dir, err := os.MkdirTemp("", "troupe-lm")
@@ -148,7 +121,7 @@ func (m *lmModel) Save(w io.Writer) error {
 	defer os.RemoveAll(dir)
 	p := filepath.Join(dir, "m.safetensors")
 	tj, _ := m.tok.MarshalJSON()
-	if err := nn.SaveCheckpoint(p, m.lm.Store, m.opt, map[string]string{"version": strconv.FormatInt(m.ver, 10), "tokenizer": string(tj)}); err != nil {
+	if err := nn.SaveCheckpoint(p, m.lm.Store, m.opt, map[string]string{"version": strconv.FormatInt(m.Version(), 10), "tokenizer": string(tj)}); err != nil {
 		return err
 	}
 	f, err := os.Open(p)
@@ -179,6 +152,6 @@ func (m *lmModel) Load(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("translation: checkpoint without version: %w", err)
 	}
-	m.ver = v
+	m.base = v - m.pol.Version()
 	return nil
 }

@@ -7,7 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+
+	"github.com/troupe-ml/troupe/internal/repo"
 )
 
 // Paths of the data files below a data directory.
@@ -20,38 +21,12 @@ const (
 // no network) or a missing tool (exit status 3).
 var ErrFetch = errors.New("finrisk: data fetch failed")
 
-// RepoRoot returns the repository root (two folders above this package's
-// example directory), found from this source file's location, or from the
-// working directory by looking for go.mod.
-func RepoRoot() (string, error) {
-	if _, file, _, ok := runtime.Caller(0); ok {
-		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-		if _, err := os.Stat(filepath.Join(root, "examples", "finance-risk", "fetch-data.sh")); err == nil {
-			return filepath.Clean(root), nil
-		}
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return "", fmt.Errorf("finrisk: repository root not found")
-		}
-		dir = up
-	}
-}
-
 // Fetch makes sure the data files are in dataDir (default <repo>/data),
 // running examples/finance-risk/fetch-data.sh when one is missing. It
 // returns the data directory. Errors from a failed download or a missing
 // tool wrap ErrFetch.
 func Fetch(dataDir string) (string, error) {
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return "", err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/troupe-ml/troupe/examples/translation/gettext"
+	"github.com/troupe-ml/troupe/internal/repo"
 )
 
 // Pinned data versions (also pinned, with sha256 sums, in fetch-data.sh).
@@ -31,29 +32,10 @@ const (
 // failed (exit code 3 of fetch-data.sh).
 var ErrNoNetwork = errors.New("data download failed (no network?)")
 
-// RepoRoot finds the repository root (the directory holding go.mod) from the
-// working directory upwards.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("corpus: go.mod not found above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // Ensure runs fetch-data.sh (a no-op when the data is in place) and returns
 // the data directory. A failed download wraps ErrNoNetwork.
 func Ensure() (string, error) {
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return "", err
 	}
