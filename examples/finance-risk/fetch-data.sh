@@ -24,6 +24,13 @@ root="$(cd "$here/../.." && pwd)"
 data="${1:-$root/data}/finance-risk"
 mkdir -p "$data"
 
+# go test runs packages in parallel, and several call this script at once on
+# a clean clone: serialise them on a lock in the data folder.
+if command -v flock >/dev/null 2>&1; then
+	exec 9>"$data/.lock"
+	flock 9
+fi
+
 WEKA_VERSION=3.6.14-3
 WEKA_DEB=weka_${WEKA_VERSION}_all.deb
 WEKA_DEB_SHA256=58ea5ec3b42ca9719be5756d1bd64ebed0e69d16d6fffa200b3cebf4ccccab16

@@ -39,6 +39,28 @@ need dpkg-deb "install dpkg (Debian/Ubuntu: it is part of the base system)"
 
 mkdir -p "$PKGS"
 
+# Several test packages run this script at once on a clean clone (go test runs
+# packages in parallel): serialise them on a lock in the data folder, so one
+# unpacks while the others wait and then find the data in place.
+lock() {
+	if command -v flock >/dev/null 2>&1; then
+		exec 9>"$DATA/.lock"
+		flock 9
+		return
+	fi
+	local i
+	for ((i = 0; i < 600; i++)); do # no flock: a mkdir lock, up to 10 minutes
+		if mkdir "$DATA/.lockdir" 2>/dev/null; then
+			trap 'rmdir "$DATA/.lockdir" 2>/dev/null || true' EXIT
+			return
+		fi
+		sleep 1
+	done
+	say "timed out waiting for $DATA/.lockdir (remove it if no fetch is running)"
+	exit 3
+}
+lock
+
 verify() { # file sha
 	echo "$2  $1" | sha256sum -c --status
 }
