@@ -411,10 +411,13 @@ func (cc *ChatClient) Stream(ctx context.Context, req ChatRequest, f func(ChatCh
 type Workflow func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error)
 
 // RunWorkflow begins one episode on every client (with opts[i], or opts[0]
-// for all when there is one), runs wf, and then either
-// ends all episodes with their own rewards or, when anything fails (a
-// claim, the workflow, a panic, a non-finite reward), aborts all of them, so
-// that no model receives a partial multi-model rollout. Results are
+// for all when there is one), runs wf, and then either ends all episodes
+// with their own rewards or, when anything fails (a claim, the workflow, a
+// panic, a non-finite reward), aborts all of them, so that no model receives
+// a partial multi-model rollout. Episodes end under taskID (their GRPO
+// group), except that with one option per client an option's own TaskID,
+// when set, names that episode's group: so one client may appear twice (two
+// agents on one model), each agent with its own group. Results are
 // validated before the first end_episode; should an end_episode itself fail
 // midway, the remaining episodes are aborted and the error is returned (the
 // ones already ended cannot be recalled).
@@ -465,7 +468,11 @@ func RunWorkflow(ctx context.Context, clients []*Client, opts []BeginOptions, ta
 		return nil, err
 	}
 	for i, ep := range eps {
-		if e := ep.client.EndEpisode(ctx, ep, taskID, results[i]); e != nil {
+		id := taskID
+		if len(opts) > 1 && opts[i].TaskID != "" {
+			id = opts[i].TaskID
+		}
+		if e := ep.client.EndEpisode(ctx, ep, id, results[i]); e != nil {
 			abortAll(i + 1)
 			return nil, e
 		}

@@ -127,3 +127,31 @@ func TestTwoServersIndependentRewards(t *testing.T) {
 }
 
 func stepOf(s *Server) int64 { _, _, g := s.Status(); return g }
+
+// TestRunWorkflowPerAgentGroups puts two agents of one workflow on the same
+// server, each with its own GRPO group (BeginOptions.TaskID): two rollouts
+// of one task make two groups of two episodes, which completes a batch of
+// two groups. Ending both under the workflow's task id would make one group
+// of four and never train.
+func TestRunWorkflowPerAgentGroups(t *testing.T) {
+	m, _ := NewPresetModel("small")
+	ts := startServer(t, m, testTrainConfig(2, 2), nil)
+	ctx := ctxT(t)
+	clients := []*Client{ts.cli, ts.cli}
+	opts := []BeginOptions{{TaskID: "x/agent1"}, {TaskID: "x/agent3"}}
+	for k := 0; k < 2; k++ {
+		_, err := RunWorkflow(ctx, clients, opts, "x", func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error) {
+			for _, ep := range eps {
+				chatOnce(t, ep)
+			}
+			return []WorkflowResult{{Reward: float64(k)}, {Reward: float64(1 - k)}}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "a training step on two per-agent groups", func() bool { _, _, g := ts.s.Status(); return g == 1 })
+	if a := ts.s.Accounting(); a.TrainedEpisodes != 4 {
+		t.Fatalf("accounting %+v", a)
+	}
+}
