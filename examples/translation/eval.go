@@ -12,17 +12,30 @@ import (
 
 // metrics of one system on the test split.
 type metrics struct {
-	N                   int
-	ChrF                float64 // mean sentence chrF
-	PlaceholderAcc      float64 // sentences with placeholders, fraction preserved
-	TermAcc             float64 // glossary terms (that the reference uses) present
-	RuleViolations      float64 // pronoun + abbreviation issues per sentence
-	Quality             float64 // TranslationQualityGrader, normalised (small model's reward)
-	DetP, DetR, DetF1   float64 // detector precision/recall/F1 over all items
-	JSONValid           float64 // fraction of detector outputs that are valid JSON
-	Detection           float64 // ProperNounDetectionGrader, normalised (larger model's reward)
-	FinalTagRate        float64 // fraction of agent-3 outputs with <final_result>
-	placeholderSentence int
+	N                 int
+	ChrF              float64 // mean sentence chrF
+	PlaceholderAcc    float64 // sentences with placeholders, fraction preserved
+	TermAcc           float64 // glossary terms (that the reference uses) present
+	RuleViolations    float64 // pronoun + abbreviation issues per sentence
+	Quality           float64 // TranslationQualityGrader, normalised (small model's reward)
+	DetP, DetR, DetF1 float64 // detector precision/recall/F1 over all items
+	JSONValid         float64 // fraction of detector outputs that are valid JSON
+	Detection         float64 // ProperNounDetectionGrader, normalised (larger model's reward)
+	FinalTagRate      float64 // fraction of agent-3 outputs with <final_result>
+	// Diagnostics of agent 3 (workflow rows only).
+	DetEmpty  float64 // fraction of detector outputs that are exactly "[]"
+	CopyEmpty float64 // of those, fraction whose final translation is the rough one unchanged
+	Fidelity  float64 // mean chrF of the final translation against the rough one
+	// Oracle* are the workflow's figures when agent 3 gets the true
+	// corrections instead of agent 2's (what a perfect detector would give).
+	OracleChrF, OracleTermAcc float64
+	// OracleErrN is the number of sentences whose rough translation lacks a
+	// glossary term; OracleErrRough and OracleErrFinal are the mean chrF of
+	// the rough translation and of agent 3's with the true corrections on
+	// those sentences (does agent 3's rewrite help where there is an error?).
+	OracleErrN                     int
+	OracleErrRough, OracleErrFinal float64
+	placeholderSentence            int
 	// Examples are the first few test sentences through the workflow.
 	Examples [][5]string // source, reference, rough, detection, final output
 }
@@ -98,6 +111,17 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	if err != nil {
 		return
 	}
+	var m4 [][]tokenizer.Message
+	for i, t := range tasks {
+		r := clip(rough[i], e.maxRough)
+		m4 = append(m4, msgsFinal(t.En, r, clip(errorsJSON(truthErrors(t, r)), e.maxDet)))
+	}
+	ofin, err := generate(small, e.tok, m4, e.maxTok+16)
+	if err != nil {
+		return
+	}
+	var oracle metrics
+	nEmpty := 0.0
 	var tp, fp, fn float64
 	for i, t := range tasks {
 		if i < 6 {
@@ -109,6 +133,21 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 			flow.FinalTagRate++
 		}
 		e.scoreText(&flow, t, final)
+		ofinal, _ := grader.ExtractFinal(ofin[i])
+		e.scoreText(&oracle, t, ofinal)
+		r := clip(rough[i], e.maxRough)
+		if len(truthErrors(t, r)) > 0 {
+			flow.OracleErrN++
+			flow.OracleErrRough += grader.ChrF(rough[i], t.Ref)
+			flow.OracleErrFinal += grader.ChrF(ofinal, t.Ref)
+		}
+		flow.Fidelity += grader.ChrF(final, r)
+		if strings.TrimSpace(det[i]) == "[]" {
+			nEmpty++
+			if final == r {
+				flow.CopyEmpty++
+			}
+		}
 		flow.Quality += e.qg.Grade(t.En, t.Ref, fin[i]).Normalised - e.qg.GradeText(t.En, t.Ref, final, grader.Result{}).Normalised
 		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truthErrors(t, rough[i]))
 		flow.Detection += d.Normalised
@@ -133,6 +172,17 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	}
 	finish(&alone)
 	finish(&flow)
+	finish(&oracle)
+	flow.OracleChrF, flow.OracleTermAcc = oracle.ChrF, oracle.TermAcc
+	flow.Fidelity /= float64(len(tasks))
+	if flow.OracleErrN > 0 {
+		flow.OracleErrRough /= float64(flow.OracleErrN)
+		flow.OracleErrFinal /= float64(flow.OracleErrN)
+	}
+	flow.DetEmpty = nEmpty / float64(len(tasks))
+	if nEmpty > 0 {
+		flow.CopyEmpty /= nEmpty
+	}
 	if tp+fp > 0 {
 		flow.DetP = tp / (tp + fp)
 	}

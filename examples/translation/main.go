@@ -31,6 +31,9 @@ type env struct {
 	// sharedReward gives agent 2 the final translation's quality reward
 	// instead of its own detection reward (the sweep's second arm).
 	sharedReward bool
+	// jointSmall puts agents 1 and 3 in one episode on the small model's
+	// server (one reward, the final translation's) instead of one each.
+	jointSmall bool
 }
 
 type options struct {
@@ -40,15 +43,16 @@ type options struct {
 	warmSteps, warmBatch            int
 	largeWarmSteps                  int
 	learnedPos                      bool
-	warmLR, rlLR                    float64
+	warmLR, rlLR, klSmall, klLarge  float64
 	steps, batch, repeats           int
 	ports, servers, out             string
 	evalN, maxEn, maxZh             int
 	seed                            uint64
-	sharedReward                    bool
+	sharedReward, jointSmall        bool
 	sweep                           bool
 	cacheDir                        string // warm-start cache; default <out>/cache
-	finalFrac                       float64
+	finalFrac, pseudo               float64
+	copySteps                       int
 	roughTasks                      int
 }
 
@@ -56,17 +60,19 @@ func main() {
 	var o options
 	flag.BoolVar(&o.quick, "quick", false, "a run of well under a minute (tiny models, 2 RL steps per server)")
 	flag.IntVar(&o.smallDim, "small-dim", 64, "width of the small model (agents 1 and 3)")
-	flag.IntVar(&o.smallLayers, "small-layers", 2, "layers of the small model")
+	flag.IntVar(&o.smallLayers, "small-layers", 3, "layers of the small model (3: agent 3 must copy, which 2 layers learn far more slowly)")
 	flag.BoolVar(&o.learnedPos, "learned-pos", false, "learned position embeddings instead of rotary ones")
-	flag.IntVar(&o.largeDim, "large-dim", 64, "width of the larger model (agent 2)")
-	flag.IntVar(&o.largeLayers, "large-layers", 2, "layers of the larger model")
+	flag.IntVar(&o.largeDim, "large-dim", 96, "width of the larger model (agent 2)")
+	flag.IntVar(&o.largeLayers, "large-layers", 3, "layers of the larger model")
 	flag.IntVar(&o.maxLen, "max-len", 128, "context length of both models")
 	flag.IntVar(&o.vocab, "vocab", 768, "BPE vocabulary size")
-	flag.IntVar(&o.warmSteps, "warm-steps", 2000, "supervised warm-start steps of the small model (agents 1 and 3)")
-	flag.IntVar(&o.largeWarmSteps, "large-warm-steps", 800, "supervised warm-start steps of the larger model (agent 2)")
+	flag.IntVar(&o.warmSteps, "warm-steps", 5000, "supervised warm-start steps of the small model (agents 1 and 3)")
+	flag.IntVar(&o.largeWarmSteps, "large-warm-steps", 1500, "supervised warm-start steps of the larger model (agent 2)")
 	flag.IntVar(&o.warmBatch, "warm-batch", 16, "warm-start batch size")
 	flag.Float64Var(&o.warmLR, "warm-lr", 3e-3, "warm-start peak learning rate")
 	flag.Float64Var(&o.rlLR, "rl-lr", 2e-4, "GRPO learning rate")
+	flag.Float64Var(&o.klSmall, "kl-small", 0, "GRPO KL penalty (β, k3 estimator) of the small model to its warm start")
+	flag.Float64Var(&o.klLarge, "kl-large", 0, "GRPO KL penalty (β, k3 estimator) of the larger model to its warm start")
 	flag.IntVar(&o.steps, "steps", 30, "GRPO steps per server")
 	flag.IntVar(&o.batch, "batch", 4, "tasks per GRPO step")
 	flag.IntVar(&o.repeats, "repeats", 4, "episodes per task (GRPO group size)")
@@ -78,8 +84,11 @@ func main() {
 	flag.IntVar(&o.maxZh, "max-zh", 24, "longest Chinese reference used (characters)")
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
 	flag.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
+	flag.BoolVar(&o.jointSmall, "joint-small", false, "one episode (rewarded by the final translation) for agents 1 and 3 on the small model's server instead of one per agent")
 	flag.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
-	flag.Float64Var(&o.finalFrac, "final-frac", 0.7, "fraction of agent-3 examples in the second half of the small model's warm start")
+	flag.Float64Var(&o.finalFrac, "final-frac", 0.4, "fraction of agent-3 examples in the small model's warm start")
+	flag.IntVar(&o.copySteps, "copy-steps", 2000, "first warm-start steps of the small model spent on agent 3's copy task alone (part of -warm-steps)")
+	flag.Float64Var(&o.pseudo, "pseudo", 0.5, "fraction of agent 3's second-phase warm-start examples made on pseudo-rough texts (copy training) instead of agent 1's real outputs")
 	flag.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
 	flag.Parse()
 	if o.quick {
@@ -103,7 +112,7 @@ func main() {
 func (o *options) applyQuick() {
 	o.smallDim, o.smallLayers, o.largeDim, o.largeLayers = 16, 1, 24, 1
 	o.maxLen, o.vocab, o.warmSteps, o.warmBatch = 96, 320, 6, 8
-	o.roughTasks, o.largeWarmSteps = 32, 6
+	o.roughTasks, o.largeWarmSteps, o.copySteps = 32, 6, 2
 	o.steps, o.batch, o.repeats, o.evalN = 2, 2, 2, 16
 	o.maxEn, o.maxZh = 32, 16
 }
@@ -130,12 +139,12 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, sharedReward: o.sharedReward}
+	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, sharedReward: o.sharedReward, jointSmall: o.jointSmall}
 	cache := o.cacheDir
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
 	}
-	mix := warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks}
+	mix := warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks, Pseudo: o.pseudo, CopySteps: o.copySteps}
 	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen, !o.learnedPos}, Mix: mix, Steps: o.warmSteps, Batch: o.warmBatch,
 		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
 	small, lossS, roughs, err := warmStartSmall(wc, train, tok, d.Glossary, logf)
@@ -160,8 +169,8 @@ func run(o options) (*report, error) {
 	var addrs []string
 	var servers []*swarm.Server
 	if local {
-		ms := newLMModel("small", small, tok, o.rlLR)
-		ml := newLMModel("large", large, tok, o.rlLR)
+		ms := newLMModel("small", small, tok, o.rlLR, o.klSmall)
+		ml := newLMModel("large", large, tok, o.rlLR, o.klLarge)
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {
 			return nil, fmt.Errorf("-ports wants two ports, got %q", o.ports)
@@ -169,6 +178,9 @@ func run(o options) (*report, error) {
 		for i, m := range []swarm.Model{ms, ml} {
 			cfg := swarm.DefaultTrainConfig()
 			cfg.BatchSize, cfg.NumRepeat, cfg.MaxStaleness = o.batch, o.repeats, 1
+			if i == 0 && !o.jointSmall {
+				cfg.BatchSize = 2 * o.batch // a group for agent 1 and one for agent 3 per task
+			}
 			cfg.MaxResponseTokens = e.maxTok + 16
 			srv, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: cfg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
@@ -193,6 +205,9 @@ func run(o options) (*report, error) {
 		}
 	}
 	clients := []*swarm.Client{swarm.NewClient("http://" + addrs[0]), swarm.NewClient("http://" + addrs[1])}
+	if !o.jointSmall {
+		clients = append(clients, clients[0]) // agent 3's episode
+	}
 	logf("swarm servers: small model at %s, larger model at %s", addrs[0], addrs[1])
 
 	// GRPO rounds: each round gives each server one training batch.

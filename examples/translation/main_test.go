@@ -13,7 +13,7 @@ import (
 )
 
 func quickOptions(out string) options {
-	o := options{quick: true, ports: "0,0", out: out, seed: 1, warmLR: 3e-3, rlLR: 2e-4, finalFrac: 0.5}
+	o := options{quick: true, ports: "0,0", out: out, seed: 1, warmLR: 3e-3, rlLR: 2e-4, finalFrac: 0.5, pseudo: 0.5}
 	o.applyQuick()
 	return o
 }
@@ -72,5 +72,53 @@ func TestInjectErrorAndTruth(t *testing.T) {
 	}
 	if got := truthErrors(tk, tk.Ref); len(got) != 0 {
 		t.Errorf("reference has errors %v", got)
+	}
+}
+
+func TestSwapTermAndDetectExample(t *testing.T) {
+	g := corpus.NewGlossary([]corpus.Term{{En: "object", Zh: "对象"}, {En: "matrix", Zh: "矩阵"}, {En: "vector", Zh: "向量"}})
+	tk := makeTasks([]corpus.Pair{{En: "'x' must be an object", Zh: "'x'必需是对象"}}, g, 100, 100)[0]
+	r := rand.New(rand.NewPCG(3, 3))
+	seen := map[string]bool{}
+	for i := 0; i < 50; i++ {
+		s, ok := swapTerm(tk, g, r)
+		if !ok {
+			continue
+		}
+		seen[s.En] = true
+		if len(s.Terms) != 1 || !strings.Contains(s.En, s.Terms[0].En) || !strings.Contains(s.Ref, s.Terms[0].Zh) || strings.Contains(s.Ref, "对象") {
+			t.Fatalf("swap gave %+v", s)
+		}
+	}
+	if !seen["'x' must be an matrix"] || !seen["'x' must be an vector"] {
+		t.Errorf("swaps seen: %v", seen)
+	}
+	// Every detector example's label is what the grader calls the truth of
+	// its rough translation (plus, for an injected error, the wrong span).
+	rx := roughEx{T: tk, Rough: "'x'必需是矩阵"}
+	for i := 0; i < 200; i++ {
+		en, rough, label := detectExample(rx, g, r, 48)
+		x := tk
+		if en != tk.En { // a swapped term: the swapped reference uses every term of en
+			x = task{En: en, Terms: g.TermsIn(en)}
+		}
+		res := (grader.ProperNounDetectionGrader{}).Grade(label, truthErrors(x, rough))
+		if res.Parts["fn"] != 0 {
+			t.Fatalf("example %q / %q labelled %s misses a true error: %v", en, rough, label, res.Issues)
+		}
+	}
+}
+
+func TestLocalEdit(t *testing.T) {
+	for _, c := range []struct{ rough, ref, zh, want string }{
+		{"'x'必需是属性", "'x'必需是对象", "对象", "'x'必需是对象"},
+		{"属性不对", "对象不对", "对象", "对象不对"},
+		{"'x'必需是", "'x'必需是对象", "对象", "'x'必需是对象"},
+		{"完全不同", "'x'必需是对象", "对象", ""},
+		{"abc", "xyz", "对象", ""},
+	} {
+		if got := localEdit(c.rough, c.ref, c.zh); got != c.want {
+			t.Errorf("localEdit(%q, %q, %q) = %q, want %q", c.rough, c.ref, c.zh, got, c.want)
+		}
 	}
 }

@@ -31,11 +31,29 @@ type lmModel struct {
 	genMu sync.Mutex
 }
 
-func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlLR float64) *lmModel {
+// newLMModel wraps lm for a swarm server. With klCoef > 0, GRPO adds the
+// k3 KL penalty to a frozen copy of lm as it is now (the warm start).
+func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlLR, klCoef float64) *lmModel {
 	opt := nn.NewAdamW(nn.Constant(rlLR), 0)
+	cfg := rl.GRPOConfig{ClipEps: 0.2}
+	if klCoef > 0 {
+		ref := frozenCopy(lm) // never stepped: its trainer only computes log-probabilities
+		cfg.Ref = policies.NewLM(ref, nn.NewLMTrainer(ref, nn.NewAdamW(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32}))
+		cfg.KLCoef = klCoef
+	}
 	return &lmModel{name: name, lm: lm, tok: tok, end: tok.MustSpecialID(tokenizer.End), opt: opt,
-		grpo: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2}),
+		grpo: rl.NewGRPO(cfg),
 		pol:  policies.NewLM(lm, nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32}))}
+}
+
+// frozenCopy returns a copy of lm with its own parameters (the reference
+// policy of the KL penalty).
+func frozenCopy(lm *nn.LM) *nn.LM {
+	c := nn.NewLM(nn.NewStore(0), lm.Config)
+	for _, p := range lm.Store.Params() {
+		copy(c.Store.Param(p.Name).Data(), p.Data())
+	}
+	return c
 }
 
 func (m *lmModel) Name() string { return m.name }
