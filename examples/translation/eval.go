@@ -111,10 +111,13 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	if err != nil {
 		return
 	}
+	// Agent 3 again, given the true corrections of the rough translation it
+	// saw (the oracle figures).
 	var m4 [][]tokenizer.Message
+	truth := make([][]grader.TermError, len(tasks))
 	for i, t := range tasks {
-		r := clip(rough[i], e.maxRough)
-		m4 = append(m4, msgsFinal(t.En, r, clip(errorsJSON(truthErrors(t, r)), e.maxDet)))
+		truth[i] = truthErrors(t, clip(rough[i], e.maxRough))
+		m4 = append(m4, msgsFinal(t.En, clip(rough[i], e.maxRough), clip(errorsJSON(truth[i]), e.maxDet)))
 	}
 	ofin, err := generate(small, e.tok, m4, e.maxTok+16)
 	if err != nil {
@@ -136,7 +139,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		ofinal, _ := grader.ExtractFinal(ofin[i])
 		e.scoreText(&oracle, t, ofinal)
 		r := clip(rough[i], e.maxRough)
-		if len(truthErrors(t, r)) > 0 {
+		if len(truth[i]) > 0 {
 			flow.OracleErrN++
 			flow.OracleErrRough += grader.ChrF(rough[i], t.Ref)
 			flow.OracleErrFinal += grader.ChrF(ofinal, t.Ref)

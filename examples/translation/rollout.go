@@ -49,10 +49,7 @@ func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxT
 // quality (chrF 0.171 → 0.159 on the test split, notes/translation.md).
 func (e *env) rolloutWorkflow(t task, temp float64, seed int64) swarm.Workflow {
 	return func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
-		final := eps[0]
-		if !e.jointSmall {
-			final = eps[2]
-		}
+		final := eps[e.finalIdx()]
 		var w workflowRun
 		var err error
 		if w.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, temp, seed); err != nil {
@@ -70,17 +67,24 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64) swarm.Workflow {
 		if e.sharedReward {
 			detReward = w.Quality.Normalised
 		}
-		res := []swarm.WorkflowResult{
-			{Reward: w.Quality.Normalised, IsSuccess: w.Quality.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Quality.Issues, "final": w.Final}},
-			{Reward: detReward, IsSuccess: w.Detect.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Detect.Issues, "detection": w.Detection, "detection_score": w.Detect.Normalised}},
+		finalRes := swarm.WorkflowResult{Reward: w.Quality.Normalised, IsSuccess: w.Quality.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Quality.Issues, "final": w.Final}}
+		detRes := swarm.WorkflowResult{Reward: detReward, IsSuccess: w.Detect.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Detect.Issues, "detection": w.Detection, "detection_score": w.Detect.Normalised}}
+		if e.jointSmall {
+			return []swarm.WorkflowResult{finalRes, detRes}, nil
 		}
-		if !e.jointSmall {
-			q1 := e.qg.GradeText(t.En, t.Ref, w.Rough, grader.Result{})
-			res = append(res, res[0])
-			res[0] = swarm.WorkflowResult{Reward: q1.Normalised, IsSuccess: q1.Normalised >= 0.5, Metadata: map[string]any{"issues": q1.Issues, "rough": w.Rough}}
-		}
-		return res, nil
+		q1 := e.qg.GradeText(t.En, t.Ref, w.Rough, grader.Result{})
+		roughRes := swarm.WorkflowResult{Reward: q1.Normalised, IsSuccess: q1.Normalised >= 0.5, Metadata: map[string]any{"issues": q1.Issues, "rough": w.Rough}}
+		return []swarm.WorkflowResult{roughRes, detRes, finalRes}, nil
 	}
+}
+
+// finalIdx is the index of agent 3's episode (and result) in a rollout:
+// 0 when agents 1 and 3 share the small model's episode, else 2.
+func (e *env) finalIdx() int {
+	if e.jointSmall {
+		return 0
+	}
+	return 2
 }
 
 // beginOptions gives each episode of one rollout its GRPO group: one group
@@ -118,7 +122,7 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 					}
 					return
 				}
-				small += res[len(res)-1].Reward // the final translation's quality
+				small += res[e.finalIdx()].Reward // the final translation's quality
 				large += res[1].Reward
 				n++
 			}()

@@ -70,10 +70,8 @@ type warmMix struct {
 	// has the share FinalFrac of that phase too.
 	Pseudo float64
 	// CopySteps are warm-start steps, before the two phases, in which the
-	// small model learns only agent 3's job on pseudo-rough texts: the
-	// copy mechanism forms abruptly after some thousands of examples (an
-	// induction-head-like phase change) and does not form when copying is a
-	// small share of the mixture.
+	// small model learns only agent 3's job on pseudo-rough texts, so that
+	// copying is learnt before it becomes a share of a mixture.
 	CopySteps int
 }
 
@@ -118,15 +116,11 @@ func injectIntoRough(t task, rough string, g *corpus.Glossary, r *rand.Rand) (st
 
 // pseudoRough makes a text that agent 3 cannot predict from the English
 // source: one to three random pieces of train references spliced together,
-// some repeated (agent 1's outputs repeat themselves). (Adding runs of one
-// character and pieces repeated up to four times, as agent 1 loops, made
-// both agents worse in one run: copy rate 0.55 vs 0.80.) Copying it is the only
+// some repeated (agent 1's outputs repeat themselves). Copying it is the only
 // way to lower the loss, so agent 3 learns to copy instead of memorising the
 // train translations (with real rough translations of train sentences, which
 // agent 1 renders well because it was trained on them, "copy" and
-// "translate from memory" give the same target; measured: after 2,000 steps
-// of copy-only training on references, 7% of held-out references were copied
-// exactly, against 45% after 3,000 steps on pseudo-roughs with 3 layers).
+// "translate from memory" give the same target).
 func pseudoRough(tasks []task, r *rand.Rand, maxRunes int) string {
 	var out []rune
 	for n := 1 + r.IntN(3); n > 0; n-- {
@@ -168,9 +162,7 @@ func pseudoFinalExample(tasks []task, g *corpus.Glossary, r *rand.Rand, maxRough
 // ref "'x'必需是对象" and zh "对象" gives "'x'必需是对象"); when zh starts
 // ref, it replaces rough's first characters. It returns "" when the anchor
 // is not in rough. Agent 3 learns such local edits, close to the copying it
-// does anyway, instead of re-translating the sentence (measured on the
-// sentences with a true error, re-translation with the true corrections
-// changed chrF by -0.03 to +0.004).
+// does anyway, instead of re-translating the sentence.
 func localEdit(rough, ref, zh string) string {
 	i := strings.Index(ref, zh)
 	if i < 0 {
@@ -254,8 +246,8 @@ func swapTerm(t task, g *corpus.Glossary, r *rand.Rand) (task, bool) {
 // detectExample is agent 2's warm-start pair: a rough translation and its
 // true errors as JSON. The rough translation varies for one source, so that
 // the label cannot be memorised from the English alone (agent 1 renders the
-// train sentences it was trained on almost perfectly, and a detector trained
-// only on those outputs learnt to answer by sentence: test precision 0.06):
+// train sentences it was trained on almost perfectly, so a detector trained
+// only on those outputs can answer by sentence):
 //   - 40%: agent 1's real output (with a correct term's rendering replaced
 //     by a wrong one 30% of the time, so wrong spans are seen too);
 //   - 20%: the reference (no error);
