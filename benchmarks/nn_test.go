@@ -166,6 +166,24 @@ func randomBatch(rng *rand.Rand, b, t, vocab int) []nn.SeqExample {
 	return batch
 }
 
+// benchLMSteps times supervised steps (AdamW) of an LM of configuration cfg
+// on batch, after one untimed step.
+func benchLMSteps(b *testing.B, cfg nn.LMConfig, batch []nn.SeqExample) {
+	lm := nn.NewLM(nn.NewStore(1), cfg)
+	tr := nn.NewLMTrainer(lm, nn.NewAdamW(nn.Constant(1e-4), 0.01), nn.TrainConfig{})
+	if _, err := tr.SupervisedStep(batch); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if _, err := tr.SupervisedStep(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportStep(b, cpu0)
+}
+
 // BenchmarkNNLMStep is one supervised training step (mean token
 // cross-entropy, forward, backward, AdamW) of the small LM: 4 layers,
 // D=128, 4 heads, vocabulary 256, B=8 sequences of T=64 positions.
@@ -175,20 +193,13 @@ func BenchmarkNNLMStep(b *testing.B) {
 	const B, T = 8, 64
 	rng := rand.New(rand.NewPCG(2, 2))
 	batch := randomBatch(rng, B, T, cfg.Vocab)
-	b.Run("troupe", func(b *testing.B) {
-		lm := nn.NewLM(nn.NewStore(1), cfg)
-		tr := nn.NewLMTrainer(lm, nn.NewAdamW(nn.Constant(1e-4), 0.01), nn.TrainConfig{})
-		if _, err := tr.SupervisedStep(batch); err != nil {
-			b.Fatal(err)
-		}
-		b.ResetTimer()
-		cpu0 := cpuTime()
-		for i := 0; i < b.N; i++ {
-			if _, err := tr.SupervisedStep(batch); err != nil {
-				b.Fatal(err)
-			}
-		}
-		reportStep(b, cpu0)
+	b.Run("troupe", func(b *testing.B) { benchLMSteps(b, cfg, batch) })
+	b.Run("troupe-copy32", func(b *testing.B) {
+		// The same model with a pointer head (nn.LMConfig.CopyDim = 32):
+		// the cost of copying, beside the plain step in one run.
+		c := cfg
+		c.CopyDim = 32
+		benchLMSteps(b, c, batch)
 	})
 	b.Run("gorgonia", func(b *testing.B) {
 		store := nn.NewStore(1)

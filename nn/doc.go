@@ -6,7 +6,7 @@
 //
 // Each fused op (LinearOp, EmbeddingOp, LayerNormOp, GELUOp,
 // SelfAttentionOp, CrossAttentionOp, LogSoftmaxGatherOp, CrossEntropyOp,
-// KLDivergenceOp, LSTMCellOp, ExternalLoss, and small helpers) is a Gorgonia
+// KLDivergenceOp, LSTMCellOp, CopyMixOp, ExternalLoss, and small helpers) is a Gorgonia
 // op implementing the symbolic-differentiation interface (SDOp): its
 // SymDiff adds a gradient op whose Do runs the backward kernels, so
 // G.Grad works across fused and ordinary Gorgonia ops. Every op's gradient
@@ -21,7 +21,10 @@
 // Linear, Embedding, LayerNorm, MLP, MultiHeadAttention, CrossAttention,
 // TransformerBlock (pre-LN), TokenSetEncoder (tabular features, numeric
 // and categorical columns: EncoderConfig.Categories), LSTM,
-// ClassificationHead, RegressionHead, and the decoder-only language model LM.
+// ClassificationHead, RegressionHead, and the decoder-only language model LM,
+// optionally with a pointer (copy) head (LMConfig.CopyDim; CopyMixOp, See
+// et al. 2017) that mixes the vocabulary softmax with attention over the
+// tokens seen so far, so spans of the context are reproduced exactly.
 //
 // # Training
 //

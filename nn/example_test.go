@@ -2,11 +2,13 @@ package nn_test
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
 	"github.com/troupe-ml/troupe/nn"
 	G "gorgonia.org/gorgonia"
+	ts "gorgonia.org/tensor"
 )
 
 // A language model: build, take supervised steps, score and sample.
@@ -161,4 +163,30 @@ func ExampleExternalLoss() {
 	grads, err := G.Grad(cost, params...)
 	fmt.Println(err, len(grads))
 	// Output: <nil> 2
+}
+
+// The pointer-generator mixture of CopyMixOp on one sequence of three tokens
+// (2, 0, 2) over a vocabulary of four: uniform logits, equal pointer scores
+// and a gate of 0 (σ = ½), so at the last position each token gets
+// ½·¼ from the vocabulary and ½ times its share of the positions seen.
+func ExampleCopyMixOp() {
+	g := G.NewGraph()
+	zeros := func(name string, shape ...int) *G.Node {
+		return G.NewTensor(g, ts.Float32, len(shape), G.WithShape(shape...), G.WithInit(G.Zeroes()), G.WithName(name))
+	}
+	ids := G.NewMatrix(g, ts.Float32, G.WithShape(1, 3), G.WithName("ids"),
+		G.WithValue(ts.New(ts.WithShape(1, 3), ts.WithBacking([]float32{2, 0, 2}))))
+	out := nn.CopyMixOp(zeros("logits", 1, 3, 4), zeros("q", 1, 3, 2), zeros("k", 1, 3, 2), zeros("gate", 1, 3, 1), ids)
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	logp := out.Value().Data().([]float32)[2*4:]
+	for _, lp := range logp {
+		fmt.Printf("%.4f ", math.Exp(float64(lp)))
+	}
+	fmt.Println()
+	// Output: 0.2917 0.1250 0.4583 0.1250
 }

@@ -77,6 +77,7 @@ type genState struct {
 	tokens  []int // prompt + generated
 	nPrompt int
 	k, v    [][]float32 // per layer, MaxLen×D (keys after rotary rotation)
+	ck      []float32   // copy-head keys, MaxLen×CopyDim (with a copy head)
 	rng     *rand.Rand
 	out     Generation
 	done    bool
@@ -114,6 +115,9 @@ func (m *LM) Generate(prompts [][]int, opts GenerateOptions) ([]Generation, erro
 		for l := 0; l < c.Layers; l++ {
 			st.k = append(st.k, make([]float32, c.MaxLen*c.Dim))
 			st.v = append(st.v, make([]float32, c.MaxLen*c.Dim))
+		}
+		if c.CopyDim > 0 {
+			st.ck = make([]float32, c.MaxLen*c.CopyDim)
 		}
 		states[i] = st
 	}
@@ -281,6 +285,8 @@ type lmWeights struct {
 	lnfB   []float32
 	head   []float32
 	rope   *ropeTable
+	// copy head (CopyDim > 0)
+	copyQ, copyK, gateW, gateB []float32
 }
 
 type blockWeights struct {
@@ -297,6 +303,9 @@ func (m *LM) weights() *lmWeights {
 	}
 	c := m.Config
 	w := &lmWeights{c: c, tok: p("tok.table"), lnfG: p("ln_f.gamma"), lnfB: p("ln_f.beta"), head: p("head.w")}
+	if c.CopyDim > 0 {
+		w.copyQ, w.copyK, w.gateW, w.gateB = p("copy.q.w"), p("copy.k.w"), p("copy.gate.w"), p("copy.gate.b")
+	}
 	if c.Positions == Learned {
 		w.pos = p("pos.table")
 	} else {
@@ -437,6 +446,58 @@ func (w *lmWeights) forward(groups []group) []float32 {
 	logits := make([]float32, G*c.Vocab)
 	matmulRows(logits, lastN, w.head, G, D, c.Vocab, false)
 	logp := make([]float32, G*c.Vocab)
+	if c.CopyDim > 0 {
+		w.copyMix(groups, x, lastN, logits)
+	}
 	kern.LogSoftmaxRows(logp, logits, G, c.Vocab)
 	return logp
+}
+
+// copyMix appends the groups' copy-head keys (of the final-norm hidden
+// states of all their rows x) to the caches and replaces each group's
+// logits row by the pointer-generator log-probabilities of CopyMixOp, so
+// that generation and training compute the same distribution.
+func (w *lmWeights) copyMix(groups []group, x, lastN, logits []float32) {
+	c := w.c
+	D, C, V := c.Dim, c.CopyDim, c.Vocab
+	scale := 1 / math.Sqrt(float64(C))
+	mass := make([]float64, V)
+	q := make([]float32, C)
+	r := 0
+	for i, g := range groups {
+		m := len(g.toks)
+		hn := make([]float32, m*D)
+		mean, rstd := make([]float32, m), make([]float32, m)
+		kern.LayerNormRows(hn, mean, rstd, x[r*D:(r+m)*D], w.lnfG, w.lnfB, m, D, 1e-5)
+		matmulRows(g.st.ck[g.pos0*C:(g.pos0+m)*C], hn, w.copyK, m, D, C, false)
+		r += m
+		h := lastN[i*D : (i+1)*D]
+		matmulRows(q, h, w.copyQ, 1, D, C, false)
+		u := float64(w.gateB[0]) + float64(dot32(h, w.gateW))
+		gt, lg := sigmoidLog(u)
+		tk := g.pos0 + m
+		a := make([]float64, tk)
+		pointer(a, q, g.st.ck, C, scale)
+		zr := logits[i*V : (i+1)*V]
+		lse := logSumExp32(zr)
+		ids := g.st.tokens[:tk]
+		for j, t := range ids {
+			mass[t] += a[j]
+		}
+		mixed := make(map[int]float32)
+		for _, t := range ids {
+			if mass[t] != 0 {
+				p := gt*math.Exp(float64(zr[t])-lse) + (1-gt)*mass[t]
+				mixed[t] = float32(math.Log(max(p, math.SmallestNonzeroFloat64)))
+				mass[t] = 0
+			}
+		}
+		base := lg - lse
+		for v, zv := range zr {
+			zr[v] = float32(base + float64(zv))
+		}
+		for t, lp := range mixed {
+			zr[t] = lp
+		}
+	}
 }

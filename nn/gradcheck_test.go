@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -597,4 +598,87 @@ func TestLSTMLayerOpGrad(t *testing.T) {
 			return out
 		})
 	}
+}
+
+// refCopyMix is CopyMixOp in float64: the pointer-generator log-mixture.
+func refCopyMix(z, q, k, u, ids []float64, B, T, V, C int) []float64 {
+	out := make([]float64, B*T*V)
+	for b := 0; b < B; b++ {
+		for t := 0; t < T; t++ {
+			row := b*T + t
+			ls := refLogSoftmax(z[row*V : (row+1)*V])
+			g := 1 / (1 + math.Exp(-u[row]))
+			s := make([]float64, t+1)
+			mx := math.Inf(-1)
+			for j := range s {
+				for c := 0; c < C; c++ {
+					s[j] += q[row*C+c] * k[(b*T+j)*C+c]
+				}
+				s[j] /= math.Sqrt(float64(C))
+				mx = max(mx, s[j])
+			}
+			var sum float64
+			for j := range s {
+				s[j] = math.Exp(s[j] - mx)
+				sum += s[j]
+			}
+			for v := 0; v < V; v++ {
+				p := g * math.Exp(ls[v])
+				for j := range s {
+					if int(ids[b*T+j]) == v {
+						p += (1 - g) * s[j] / sum
+					}
+				}
+				out[row*V+v] = math.Log(p)
+			}
+		}
+	}
+	return out
+}
+
+func TestCopyMixOpGrad(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 3))
+	const B, T, V, C = 2, 5, 7, 3
+	// Repeated tokens (3 twice in the first row) and tokens never seen.
+	ids := []float64{3, 1, 3, 0, 6, 2, 2, 5, 4, 2}
+	gradCheck(t, []gcInput{randIn(rng, 1.5, true, B, T, V), randIn(rng, 1, true, B, T, C), randIn(rng, 1, true, B, T, C),
+		randIn(rng, 1, true, B, T, 1), constIn(ids, B, T)},
+		func(n []*G.Node) *G.Node { return CopyMixOp(n[0], n[1], n[2], n[3], n[4]) },
+		func(v [][]float64) []float64 { return refCopyMix(v[0], v[1], v[2], v[3], v[4], B, T, V, C) })
+}
+
+func TestCopyMixOpNormalisedAndRejectsBadIDs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 4))
+	const B, T, V, C = 1, 4, 6, 2
+	ins := []gcInput{randIn(rng, 3, true, B, T, V), randIn(rng, 2, false, B, T, C), randIn(rng, 2, false, B, T, C),
+		randIn(rng, 2, false, B, T, 1), constIn([]float64{5, 5, 0, 1}, B, T)}
+	out, _ := runOp(t, ins, make([]float64, B*T*V), func(n []*G.Node) *G.Node { return CopyMixOp(n[0], n[1], n[2], n[3], n[4]) })
+	for r := 0; r < B*T; r++ {
+		var s float64
+		for _, lp := range out[r*V : (r+1)*V] {
+			s += math.Exp(float64(lp))
+		}
+		if math.Abs(s-1) > 1e-5 {
+			t.Errorf("row %d: probabilities sum to %v", r, s)
+		}
+	}
+	g := G.NewGraph()
+	mk := func(name string, v []float32, shape ...int) *G.Node {
+		return G.NewTensor(g, ts.Float32, len(shape), G.WithShape(shape...), G.WithValue(ts.New(ts.WithShape(shape...), ts.WithBacking(v))), G.WithName(name))
+	}
+	o := CopyMixOp(mk("z", make([]float32, T*V), B, T, V), mk("q", make([]float32, T*C), B, T, C), mk("k", make([]float32, T*C), B, T, C),
+		mk("u", make([]float32, T), B, T, 1), mk("ids", []float32{0, 1, 6, 2}, B, T))
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err == nil || !strings.Contains(err.Error(), "outside vocabulary") {
+		t.Errorf("token id 6 with V=6: got error %v", err)
+	}
+	_ = o
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "CopyMixOp") {
+			t.Errorf("mismatched shapes: recovered %v", r)
+		}
+	}()
+	CopyMixOp(mk("z2", make([]float32, T*V), B, T, V), mk("q2", make([]float32, T*C), B, T, C), mk("k2", make([]float32, T*3), B, T, 3),
+		mk("u2", make([]float32, T), B, T, 1), mk("ids2", make([]float32, T), B, T))
 }

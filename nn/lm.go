@@ -26,11 +26,20 @@ type LMConfig struct {
 	Positions Positions
 	// MLPRatio is the feed-forward width in multiples of Dim (default 4).
 	MLPRatio int
+	// CopyDim, when positive, adds a pointer (copy) head of this query/key
+	// width: the next-token distribution mixes the vocabulary softmax with
+	// attention over the tokens seen so far (CopyMixOp; See et al. 2017),
+	// so the model can reproduce tokens of its context exactly. Its
+	// parameters are copy.q, copy.k and copy.gate. 0: no copy head.
+	CopyDim int
 }
 
 func (c LMConfig) validate() error {
 	if c.Vocab <= 0 || c.Dim <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.MaxLen <= 0 {
 		return fmt.Errorf("nn: LMConfig needs positive Vocab, Dim, Layers, Heads, MaxLen: %+v", c)
+	}
+	if c.CopyDim < 0 {
+		return fmt.Errorf("nn: LMConfig: negative CopyDim %d", c.CopyDim)
 	}
 	if c.Dim%c.Heads != 0 {
 		return fmt.Errorf("nn: LMConfig: Dim %d does not divide into %d heads", c.Dim, c.Heads)
@@ -75,7 +84,10 @@ func NewLM(store *Store, cfg LMConfig) *LM {
 }
 
 // Logits builds the model over ids (B×T float32 token ids, T ≤ MaxLen) and
-// returns the B×T×Vocab next-token logits; position t sees tokens 0…t.
+// returns the B×T×Vocab next-token logits; position t sees tokens 0…t. With
+// a copy head (CopyDim > 0) they are the log-probabilities of the
+// pointer-generator mixture, which are their own log-softmax, so losses and
+// samplers treat both alike.
 func (m *LM) Logits(s *Scope, ids *G.Node) *G.Node {
 	c := m.Config
 	sh := ids.Shape()
@@ -97,5 +109,13 @@ func (m *LM) Logits(s *Scope, ids *G.Node) *G.Node {
 		x = TransformerBlock(s.Sub("blocks").In(i), x, BlockConfig{Heads: c.Heads, Causal: true, Rotary: c.Positions == Rotary, MLPRatio: c.mlpRatio()})
 	}
 	x = LayerNorm(s.Sub("ln_f"), x)
-	return LinearNoBias(s.Sub("head"), x, c.Vocab)
+	logits := LinearNoBias(s.Sub("head"), x, c.Vocab)
+	if c.CopyDim == 0 {
+		return logits
+	}
+	cs := s.Sub("copy")
+	q := LinearNoBias(cs.Sub("q"), x, c.CopyDim)
+	k := LinearNoBias(cs.Sub("k"), x, c.CopyDim)
+	gate := Linear(cs.Sub("gate"), x, 1)
+	return CopyMixOp(logits, q, k, gate, ids)
 }

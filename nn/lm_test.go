@@ -24,8 +24,12 @@ func roughen(s *Store, std float64, seed uint64) {
 }
 
 func TestGenerateLogProbsMatchTraining(t *testing.T) {
-	for _, pos := range []Positions{Learned, Rotary} {
-		cfg := LMConfig{Vocab: 23, Dim: 16, Layers: 2, Heads: 2, MaxLen: 24, Positions: pos}
+	for _, tc := range []struct {
+		pos     Positions
+		copyDim int
+	}{{Learned, 0}, {Rotary, 0}, {Learned, 8}, {Rotary, 6}} {
+		pos := tc.pos
+		cfg := LMConfig{Vocab: 23, Dim: 16, Layers: 2, Heads: 2, MaxLen: 24, Positions: pos, CopyDim: tc.copyDim}
 		store := NewStore(1)
 		m := NewLM(store, cfg)
 		roughen(store, 0.3, 2)
@@ -49,7 +53,7 @@ func TestGenerateLogProbsMatchTraining(t *testing.T) {
 			t.Fatal(err)
 		}
 		if d := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-4)); d != "" {
-			t.Errorf("positions %v: generation vs training log-probs (-gen +train):\n%s", pos, d)
+			t.Errorf("positions %v, copy %d: generation vs training log-probs (-gen +train):\n%s", pos, tc.copyDim, d)
 		}
 		// The distributions must be far from uniform for the test to mean anything.
 		spread := 0.0
@@ -147,15 +151,7 @@ func TestLMLearnsToyCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s float64
-	n := 0
-	for _, r := range lp {
-		for _, v := range r {
-			s -= float64(v)
-			n++
-		}
-	}
-	loss := s / float64(n)
+	loss := meanNLL(lp)
 	t.Logf("held-out loss %.3f nats (unigram %.3f, bigram bound %.3f, optimum %.3f)", loss, math.Log(16), math.Log(3), math.Log(3)/15)
 	if loss > 0.6 {
 		t.Errorf("held-out loss %.3f nats, want < 0.6", loss)
@@ -388,5 +384,71 @@ func TestLMTrainerRejectsBadInput(t *testing.T) {
 	err = tr.ForwardBackward(ok, func(lp [][]float32) (float64, [][]float32) { return 0, [][]float32{{1}} })
 	if err == nil {
 		t.Error("wrong gradient shape accepted")
+	}
+}
+
+// meanNLL is the mean negative log-probability over all tokens of lp.
+func meanNLL(lp [][]float32) float64 {
+	var s float64
+	n := 0
+	for _, r := range lp {
+		for _, v := range r {
+			s -= float64(v)
+			n++
+		}
+	}
+	return s / float64(n)
+}
+
+// copyCorpus yields sequences "x_1 … x_n SEP x_1 … x_n" of n random tokens
+// from 1…V−1 (SEP = 0); only the copy after SEP is scored.
+func copyCorpus(rng *rand.Rand, count, n, vocab int) []SeqExample {
+	out := make([]SeqExample, count)
+	for i := range out {
+		src := make([]int, n)
+		for j := range src {
+			src[j] = 1 + rng.IntN(vocab-1)
+		}
+		out[i] = SeqExample{Prompt: append(append([]int(nil), src...), 0), Target: src}
+	}
+	return out
+}
+
+// TestCopyHeadLearnsToCopy trains two equal small LMs, with and without the
+// pointer head, to repeat 8 random tokens of a 500-token vocabulary after a
+// separator, for 200 steps of 16 sequences (each token is seen about 50
+// times). Not copying costs log 499 = 6.21 nats a token; the copy is fully
+// determined by the context, so the optimum is 0. The plain model has to
+// learn every token's path from its embedding to its logit, which so few
+// examples do not teach; the pointer copies any token it attends to. Bars:
+// the copy head's held-out loss is below 1.2 nats and below half the plain
+// model's. (With 97 tokens, each seen ~270 times, both models copy: 0.48
+// and 0.41 nats when this test was written.)
+func TestCopyHeadLearnsToCopy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("training run; skipped with -short (it runs in the normal suite)")
+	}
+	const copyV = 500
+	loss := map[int]float64{}
+	for _, copyDim := range []int{0, 16} {
+		rng := rand.New(rand.NewPCG(6, 6))
+		cfg := LMConfig{Vocab: copyV, Dim: 32, Layers: 2, Heads: 2, MaxLen: 24, Positions: Rotary, CopyDim: copyDim}
+		m := NewLM(NewStore(12), cfg)
+		steps := 200
+		tr := NewLMTrainer(m, NewAdamW(WarmupCosine(3e-3, 10, steps, 3e-4), 0.01), TrainConfig{ClipNorm: 1})
+		for s := 0; s < steps; s++ {
+			if _, err := tr.SupervisedStep(copyCorpus(rng, 16, 8, copyV)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lp, err := tr.TokenLogProbs(copyCorpus(rand.New(rand.NewPCG(98, 1)), 64, 8, copyV))
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss[copyDim] = meanNLL(lp)
+	}
+	t.Logf("held-out copy loss: copy head %.3f nats, plain %.3f nats (no copying: %.3f)", loss[16], loss[0], math.Log(copyV-1))
+	if loss[16] > 1.2 || loss[16] > loss[0]/2 {
+		t.Errorf("copy head: held-out loss %.3f nats, want < 1.2 and < half the plain model's %.3f", loss[16], loss[0])
 	}
 }

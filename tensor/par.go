@@ -38,6 +38,15 @@ func kParallelRows(rows, cols, minWork int, fn func(w, lo, hi int)) {
 	wg.Wait()
 }
 
+// ParallelRows runs fn over rows split into contiguous chunks, one goroutine
+// per chunk, with at most Threads() workers and only as many as keep
+// minWork elements (rows·cols) per worker; fn receives the worker index
+// (below Threads()) and its half-open row range. It is how this package's
+// row-wise kernels parallelise, exported for ops built on them.
+func ParallelRows(rows, cols, minWork int, fn func(w, lo, hi int)) {
+	kParallelRows(rows, cols, max(minWork, 1), fn)
+}
+
 // kWorkers is the number of workers kParallelRows uses: at most Threads()
 // (GOMAXPROCS unless SetThreads says otherwise, shared with Gemm).
 func kWorkers(rows, cols, minWork int) int {
