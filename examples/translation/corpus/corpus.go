@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"mime"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/troupe-ml/troupe/examples/translation/gettext"
 	"github.com/troupe-ml/troupe/internal/repo"
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/htmlindex"
 )
 
 // Pinned data versions (also pinned, with sha256 sums, in fetch-data.sh).
@@ -125,9 +128,20 @@ func LoadPairs(dataDir string) ([]Pair, error) {
 			return nil, err
 		}
 		dom := strings.TrimSuffix(filepath.Base(f), ".mo")
+		dec, err := translationDecoder(c.Header["Content-Type"])
+		if err != nil {
+			return nil, fmt.Errorf("corpus: %s: %w", f, err)
+		}
 		for _, m := range c.Messages {
 			if len(m.Str) == 0 {
 				continue
+			}
+			if dec != nil {
+				for i, s := range m.Str {
+					if m.Str[i], err = dec.String(s); err != nil {
+						return nil, fmt.Errorf("corpus: %s: decoding the translation of %q: %w", f, m.ID, err)
+					}
+				}
 			}
 			add(m.ID, m.Str[0], dom)
 			if m.IDPlural != "" {
@@ -140,6 +154,28 @@ func LoadPairs(dataDir string) ([]Pair, error) {
 		}
 	}
 	return pairs, nil
+}
+
+// translationDecoder returns the decoder of a catalogue's charset (from its
+// Content-Type header), or nil for UTF-8 and ASCII. Most of R's zh_CN
+// catalogues are UTF-8, but RGui.mo is GB2312: read as UTF-8, its
+// translations were replacement characters (they were, in the first
+// versions of this corpus).
+func translationDecoder(contentType string) (*encoding.Decoder, error) {
+	_, params, err := mime.ParseMediaType(contentType)
+	if contentType == "" || err != nil {
+		return nil, nil // no header: gettext's default, taken as UTF-8
+	}
+	cs := strings.ToLower(params["charset"])
+	switch cs {
+	case "", "utf-8", "utf8", "us-ascii", "ascii":
+		return nil, nil
+	}
+	enc, err := htmlindex.Get(cs)
+	if err != nil {
+		return nil, fmt.Errorf("unsupported charset %q: %w", cs, err)
+	}
+	return enc.NewDecoder(), nil
 }
 
 // SplitPairs partitions pairs by SplitOf.

@@ -1,9 +1,17 @@
 package corpus
 
 import (
+	"encoding/binary"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/troupe-ml/troupe/examples/translation/gettext"
+	"golang.org/x/text/encoding/simplifiedchinese"
 )
 
 func TestSplitOfStable(t *testing.T) {
@@ -94,5 +102,55 @@ func TestRealData(t *testing.T) {
 		if !d.Acronyms[a] {
 			t.Errorf("acronym %s missing", a)
 		}
+	}
+	// RGui.mo is GB2312; read as UTF-8 its translations were U+FFFD.
+	bad, rgui := 0, 0
+	for _, ps := range [][]Pair{d.Train, d.Val, d.Test} {
+		for _, p := range ps {
+			if strings.ContainsRune(p.Zh, utf8.RuneError) {
+				bad++
+			}
+			if p.Domain == "RGui" && strings.Contains(p.Zh, "文件") {
+				rgui++
+			}
+		}
+	}
+	if bad > 0 || rgui == 0 {
+		t.Errorf("%d translations with U+FFFD, %d RGui translations containing 文件 (want 0 and > 0)", bad, rgui)
+	}
+}
+
+// TestLoadPairsDecodesCharset writes a GB2312 catalogue (as RGui.mo is) and
+// a UTF-8 one and checks both come back as the same UTF-8 text; an unknown
+// charset is an error naming it.
+func TestLoadPairsDecodesCharset(t *testing.T) {
+	dir := t.TempDir()
+	md := filepath.Join(dir, moDir)
+	if err := os.MkdirAll(md, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gbk, err := simplifiedchinese.GBK.NewEncoder().String("打开文件")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, charset, zh string) {
+		mo := gettext.Encode("Content-Type: text/plain; charset="+charset+"\n", []gettext.Message{{ID: name + " open file", Str: []string{zh}}}, binary.LittleEndian)
+		if err := os.WriteFile(filepath.Join(md, name+".mo"), mo, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a", "gb2312", gbk)
+	write("b", "UTF-8", "打开文件")
+	pairs, err := LoadPairs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Pair{{En: "a open file", Zh: "打开文件", Domain: "a"}, {En: "b open file", Zh: "打开文件", Domain: "b"}}
+	if d := cmp.Diff(want, pairs); d != "" {
+		t.Errorf("pairs (-want +got):\n%s", d)
+	}
+	write("c", "x-no-such-charset", "?")
+	if _, err := LoadPairs(dir); err == nil || !strings.Contains(err.Error(), "x-no-such-charset") {
+		t.Errorf("unknown charset: error %v", err)
 	}
 }
