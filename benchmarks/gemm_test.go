@@ -164,3 +164,26 @@ func benchGorgonia(b *testing.B, s gemmShape, install bool) {
 	}
 	reportGFLOPs(b, s, cpu0)
 }
+
+// BenchmarkGemmWeightGrad measures the weight-gradient product of a linear
+// layer, dW = xᵀ·dy (op(A) = Aᵀ), at the thin shapes of small models'
+// backward passes (x is (B·T)×in with B·T = 2048 and in = 64 or 128, as in
+// examples/translation), which run far below the square shapes' rate
+// (notes/gemm.md). One thread:
+//
+//	go test ./benchmarks -run '^$' -bench GemmWeightGrad
+func BenchmarkGemmWeightGrad(b *testing.B) {
+	for _, s := range []gemmShape{{64, 2048, 192}, {64, 2048, 768}, {128, 2048, 512}} {
+		b.Run(s.String(), func(b *testing.B) {
+			withThreads(1, func() {
+				r := rand.New(rand.NewPCG(1, 3))
+				x, dy, dw := randFloat32s(r, s.k*s.m), randFloat32s(r, s.k*s.n), make([]float32, s.m*s.n)
+				cpu0 := cpuSeconds()
+				for b.Loop() {
+					tensor.Gemm(true, false, s.m, s.n, s.k, 1, x, s.m, dy, s.n, 0, dw, s.n)
+				}
+				reportGFLOPs(b, s, cpu0)
+			})
+		})
+	}
+}
