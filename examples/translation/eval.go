@@ -81,7 +81,11 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 			return nil, fmt.Errorf("generate: %w", err)
 		}
 		for j, g := range gens {
-			out[idx[j]] = tok.DecodeSkipSpecial(g.Tokens)
+			// Byte-level tokens can end inside a character. The swarm
+			// endpoint's JSON carries such bytes as U+FFFD, and so must
+			// the texts here (they are cached as JSON: a lossy round trip
+			// changed the detector's warm-start data on reload).
+			out[idx[j]] = strings.ToValidUTF8(tok.DecodeSkipSpecial(g.Tokens), "\uFFFD")
 		}
 	}
 	return out, nil

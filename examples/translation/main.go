@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -18,6 +19,8 @@ import (
 	"github.com/troupe-ml/troupe/examples/translation/corpus"
 	"github.com/troupe-ml/troupe/examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
+	"github.com/troupe-ml/troupe/rl"
+	rlmetrics "github.com/troupe-ml/troupe/rl/metrics"
 	"github.com/troupe-ml/troupe/swarm"
 )
 
@@ -54,57 +57,99 @@ type options struct {
 	finalFrac, pseudo               float64
 	copySteps                       int
 	roughTasks                      int
+	smallCopy, largeCopy            int
+	profile                         string
+	hardFrac                        float64
+	evalSplit                       string
+	noStd                           bool
+	entropy                         float64
+}
+
+// parseOptions reads the command line (args without the program name).
+func parseOptions(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("translation", flag.ContinueOnError)
+	fs.BoolVar(&o.quick, "quick", false, "a run of well under a minute (tiny models, 2 RL steps per server)")
+	fs.IntVar(&o.smallDim, "small-dim", 64, "width of the small model (agents 1 and 3)")
+	fs.IntVar(&o.smallLayers, "small-layers", 3, "layers of the small model (3: agent 3 must copy, which 2 layers learn far more slowly)")
+	fs.BoolVar(&o.learnedPos, "learned-pos", false, "learned position embeddings instead of rotary ones")
+	fs.IntVar(&o.smallCopy, "small-copy", 32, "pointer (copy) head width of the small model (0: none)")
+	fs.IntVar(&o.largeCopy, "large-copy", 32, "pointer (copy) head width of the larger model (0: none)")
+	fs.IntVar(&o.largeDim, "large-dim", 96, "width of the larger model (agent 2)")
+	fs.IntVar(&o.largeLayers, "large-layers", 3, "layers of the larger model")
+	fs.IntVar(&o.maxLen, "max-len", 128, "context length of both models")
+	fs.IntVar(&o.vocab, "vocab", 768, "BPE vocabulary size")
+	fs.IntVar(&o.warmSteps, "warm-steps", 4000, "supervised warm-start steps of the small model (agents 1 and 3)")
+	fs.IntVar(&o.largeWarmSteps, "large-warm-steps", 1000, "supervised warm-start steps of the larger model (agent 2)")
+	fs.IntVar(&o.warmBatch, "warm-batch", 16, "warm-start batch size")
+	fs.Float64Var(&o.warmLR, "warm-lr", 3e-3, "warm-start peak learning rate")
+	fs.Float64Var(&o.rlLR, "rl-lr", 2e-4, "GRPO learning rate")
+	fs.Float64Var(&o.klSmall, "kl-small", 0, "GRPO KL penalty (β, k3 estimator) of the small model to its warm start")
+	fs.Float64Var(&o.klLarge, "kl-large", 0, "GRPO KL penalty (β, k3 estimator) of the larger model to its warm start")
+	fs.IntVar(&o.steps, "steps", 30, "GRPO steps per server")
+	fs.IntVar(&o.batch, "batch", 4, "tasks per GRPO step")
+	fs.IntVar(&o.repeats, "repeats", 4, "episodes per task (GRPO group size)")
+	fs.StringVar(&o.ports, "ports", "10086,10087", "ports of the small and larger model's servers")
+	fs.StringVar(&o.servers, "servers", "", "host:port,host:port of servers already running elsewhere (no local servers, no local evaluation)")
+	fs.StringVar(&o.out, "out", "out/translation", "output folder (report, plots, checkpoint cache)")
+	fs.IntVar(&o.evalN, "eval", 200, "test sentences to evaluate (0 = all)")
+	fs.IntVar(&o.maxEn, "max-en", 48, "longest English source used (bytes)")
+	fs.IntVar(&o.maxZh, "max-zh", 24, "longest Chinese reference used (characters)")
+	fs.Uint64Var(&o.seed, "seed", 1, "random seed")
+	fs.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
+	fs.BoolVar(&o.jointSmall, "joint-small", false, "one episode (rewarded by the final translation) for agents 1 and 3 on the small model's server instead of one per agent")
+	fs.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
+	fs.Float64Var(&o.finalFrac, "final-frac", 0.4, "fraction of agent-3 examples in the small model's warm start")
+	fs.IntVar(&o.copySteps, "copy-steps", 1500, "first warm-start steps of the small model spent on agent 3's copy task alone (part of -warm-steps)")
+	fs.Float64Var(&o.pseudo, "pseudo", 0.5, "fraction of agent 3's second-phase warm-start examples made on pseudo-rough texts (copy training) instead of agent 1's real outputs")
+	fs.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
+	fs.Float64Var(&o.hardFrac, "hard-frac", 0.5, "fraction of each GRPO batch drawn from error-prone train sentences (the warm-start rough translation misses a glossary term)")
+	fs.StringVar(&o.evalSplit, "eval-split", "test", "split the report evaluates: test, or val (for choosing settings without looking at the test split)")
+	fs.BoolVar(&o.noStd, "no-std", false, "GRPO advantages r − mean without the group-std division (Dr. GRPO, Liu et al. 2025)")
+	fs.Float64Var(&o.entropy, "entropy", 0, "GRPO entropy bonus coefficient of both models")
+	fs.StringVar(&o.cacheDir, "cache", "", "warm-start checkpoint cache (default <out>/cache)")
+	fs.StringVar(&o.profile, "profile", "", "write a profile (cpu, mem, allocs, block, mutex, trace) of the run to <out>/profile")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	return o, nil
 }
 
 func main() {
-	var o options
-	flag.BoolVar(&o.quick, "quick", false, "a run of well under a minute (tiny models, 2 RL steps per server)")
-	flag.IntVar(&o.smallDim, "small-dim", 64, "width of the small model (agents 1 and 3)")
-	flag.IntVar(&o.smallLayers, "small-layers", 3, "layers of the small model (3: agent 3 must copy, which 2 layers learn far more slowly)")
-	flag.BoolVar(&o.learnedPos, "learned-pos", false, "learned position embeddings instead of rotary ones")
-	flag.IntVar(&o.largeDim, "large-dim", 96, "width of the larger model (agent 2)")
-	flag.IntVar(&o.largeLayers, "large-layers", 3, "layers of the larger model")
-	flag.IntVar(&o.maxLen, "max-len", 128, "context length of both models")
-	flag.IntVar(&o.vocab, "vocab", 768, "BPE vocabulary size")
-	flag.IntVar(&o.warmSteps, "warm-steps", 5000, "supervised warm-start steps of the small model (agents 1 and 3)")
-	flag.IntVar(&o.largeWarmSteps, "large-warm-steps", 1500, "supervised warm-start steps of the larger model (agent 2)")
-	flag.IntVar(&o.warmBatch, "warm-batch", 16, "warm-start batch size")
-	flag.Float64Var(&o.warmLR, "warm-lr", 3e-3, "warm-start peak learning rate")
-	flag.Float64Var(&o.rlLR, "rl-lr", 2e-4, "GRPO learning rate")
-	flag.Float64Var(&o.klSmall, "kl-small", 0, "GRPO KL penalty (β, k3 estimator) of the small model to its warm start")
-	flag.Float64Var(&o.klLarge, "kl-large", 0, "GRPO KL penalty (β, k3 estimator) of the larger model to its warm start")
-	flag.IntVar(&o.steps, "steps", 30, "GRPO steps per server")
-	flag.IntVar(&o.batch, "batch", 4, "tasks per GRPO step")
-	flag.IntVar(&o.repeats, "repeats", 4, "episodes per task (GRPO group size)")
-	flag.StringVar(&o.ports, "ports", "10086,10087", "ports of the small and larger model's servers")
-	flag.StringVar(&o.servers, "servers", "", "host:port,host:port of servers already running elsewhere (no local servers, no local evaluation)")
-	flag.StringVar(&o.out, "out", "out/translation", "output folder (report, plots, checkpoint cache)")
-	flag.IntVar(&o.evalN, "eval", 200, "test sentences to evaluate (0 = all)")
-	flag.IntVar(&o.maxEn, "max-en", 48, "longest English source used (bytes)")
-	flag.IntVar(&o.maxZh, "max-zh", 24, "longest Chinese reference used (characters)")
-	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
-	flag.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
-	flag.BoolVar(&o.jointSmall, "joint-small", false, "one episode (rewarded by the final translation) for agents 1 and 3 on the small model's server instead of one per agent")
-	flag.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
-	flag.Float64Var(&o.finalFrac, "final-frac", 0.4, "fraction of agent-3 examples in the small model's warm start")
-	flag.IntVar(&o.copySteps, "copy-steps", 2000, "first warm-start steps of the small model spent on agent 3's copy task alone (part of -warm-steps)")
-	flag.Float64Var(&o.pseudo, "pseudo", 0.5, "fraction of agent 3's second-phase warm-start examples made on pseudo-rough texts (copy training) instead of agent 1's real outputs")
-	flag.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
-	flag.Parse()
+	o, err := parseOptions(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		os.Exit(2) // the flag package has printed the error and the usage
+	}
+	stop, err := rlmetrics.StartProfile(o.profile, filepath.Join(o.out, "profile"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "translation:", err)
+		os.Exit(2)
+	}
+	defer stop()
 	if o.quick {
 		o.applyQuick()
 	}
 	if o.sweep {
 		if err := sweep(o); err != nil {
+			stop()
 			fmt.Fprintln(os.Stderr, "translation:", err)
 			os.Exit(1)
 		}
 		return
 	}
 	if _, err := run(o); err != nil {
+		stop()
 		fmt.Fprintln(os.Stderr, "translation:", err)
 		os.Exit(1)
 	}
+}
+
+// grpo is the GRPO configuration both servers train with.
+func (o *options) grpo() rl.GRPOConfig {
+	return rl.GRPOConfig{ClipEps: 0.2, NoStdScale: o.noStd, EntropyCoef: o.entropy}
 }
 
 // applyQuick sets the -quick configuration: tiny models, a few warm-start
@@ -115,6 +160,7 @@ func (o *options) applyQuick() {
 	o.roughTasks, o.largeWarmSteps, o.copySteps = 32, 6, 2
 	o.steps, o.batch, o.repeats, o.evalN = 2, 2, 2, 16
 	o.maxEn, o.maxZh = 32, 16
+	o.smallCopy, o.largeCopy = min(o.smallCopy, 8), min(o.largeCopy, 8)
 }
 
 var t0 = time.Now()
@@ -129,7 +175,15 @@ func run(o options) (*report, error) {
 		return nil, err
 	}
 	train := makeTasks(d.Train, d.Glossary, o.maxEn, o.maxZh)
-	test := makeTasks(d.Test, d.Glossary, o.maxEn, o.maxZh)
+	evalPairs := d.Test
+	switch o.evalSplit {
+	case "test", "":
+	case "val":
+		evalPairs = d.Val
+	default:
+		return nil, fmt.Errorf("-eval-split wants test or val, got %q", o.evalSplit)
+	}
+	test := makeTasks(evalPairs, d.Glossary, o.maxEn, o.maxZh)
 	if o.evalN > 0 && len(test) > o.evalN {
 		test = test[:o.evalN]
 	}
@@ -145,13 +199,13 @@ func run(o options) (*report, error) {
 		cache = filepath.Join(o.out, "cache")
 	}
 	mix := warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks, Pseudo: o.pseudo, CopySteps: o.copySteps}
-	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen, !o.learnedPos}, Mix: mix, Steps: o.warmSteps, Batch: o.warmBatch,
+	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen, !o.learnedPos, o.smallCopy}, Mix: mix, Steps: o.warmSteps, Batch: o.warmBatch,
 		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
 	small, lossS, roughs, err := warmStartSmall(wc, train, tok, d.Glossary, logf)
 	if err != nil {
 		return nil, err
 	}
-	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos}, o.seed+1, warmMix{}, o.largeWarmSteps
+	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
 	large, lossL, err := warmStartLarge(wc, roughs, tok, d.Glossary, logf)
 	if err != nil {
 		return nil, err
@@ -159,7 +213,7 @@ func run(o options) (*report, error) {
 	rep := &report{opts: o, lossSmall: lossS, lossLarge: lossL, nTrain: len(train), nTest: len(test)}
 	local := o.servers == ""
 	if local {
-		logf("evaluating warm start on %d test sentences", len(test))
+		logf("evaluating warm start on %d %s sentences", len(test), o.evalSplit)
 		if rep.aloneBefore, rep.flowBefore, err = e.evaluate(small, large, test); err != nil {
 			return nil, err
 		}
@@ -169,8 +223,8 @@ func run(o options) (*report, error) {
 	var addrs []string
 	var servers []*swarm.Server
 	if local {
-		ms := newLMModel("small", small, tok, o.rlLR, o.klSmall)
-		ml := newLMModel("large", large, tok, o.rlLR, o.klLarge)
+		ms := newLMModel("small", small, tok, o.rlLR, o.klSmall, o.grpo())
+		ml := newLMModel("large", large, tok, o.rlLR, o.klLarge, o.grpo())
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {
 			return nil, fmt.Errorf("-ports wants two ports, got %q", o.ports)
@@ -213,21 +267,29 @@ func run(o options) (*report, error) {
 	// GRPO rounds: each round gives each server one training batch.
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(o.seed, 5))
-	var withTerms []task
-	for _, t := range train {
-		if len(t.Terms) > 0 {
-			withTerms = append(withTerms, t)
+	// Error-prone tasks: train sentences whose warm-start rough translation
+	// (agent 1's greedy output, made for the warm start of agents 2 and 3)
+	// misses a glossary term. Only there can the detector earn more than
+	// "[]" does; on clean sentences "[]" scores full marks.
+	var hard []task
+	for _, rx := range roughs {
+		if len(truthErrors(rx.T, rx.Rough)) > 0 {
+			hard = append(hard, rx.T)
 		}
 	}
+	logf("RL task mix: %.0f%% of each batch from the %d train sentences whose warm-start rough translation misses a glossary term, the rest random", 100*o.hardFrac, len(hard))
 	bar := progressbar.NewOptions(o.steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
 	for step := 0; step < o.steps; step++ {
-		// Half the tasks come from sentences with glossary terms, where
-		// terminology errors can occur: otherwise most groups have no true
-		// error and the detector learns that "[]" always pays.
+		// -hard-frac of the tasks are error-prone ones: otherwise most groups
+		// have no true error and the detector learns that "[]" always pays
+		// (it did, with half the tasks merely having glossary terms:
+		// notes/translation.md).
 		batch := make([]task, o.batch)
 		for i := range batch {
-			if i%2 == 1 && len(withTerms) > 0 {
-				batch[i] = withTerms[r.IntN(len(withTerms))]
+			// Error-prone slots spread evenly: with 0.5, the odd ones.
+			isHard := math.Floor(float64(i+1)*o.hardFrac) > math.Floor(float64(i)*o.hardFrac)
+			if isHard && len(hard) > 0 {
+				batch[i] = hard[r.IntN(len(hard))]
 			} else {
 				batch[i] = train[r.IntN(len(train))]
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -12,8 +13,13 @@ import (
 	"github.com/troupe-ml/troupe/examples/translation/grader"
 )
 
-func quickOptions(out string) options {
-	o := options{quick: true, ports: "0,0", out: out, seed: 1, warmLR: 3e-3, rlLR: 2e-4, finalFrac: 0.5, pseudo: 0.5}
+// quickOptions are the command line's defaults with -quick, as
+// "go run ./examples/translation -quick -ports 0,0 -out <out>" sets them.
+func quickOptions(t *testing.T, out string) options {
+	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
 	o.applyQuick()
 	return o
 }
@@ -25,7 +31,7 @@ func TestQuickRun(t *testing.T) {
 		t.Skip(err)
 	}
 	out := t.TempDir()
-	o := quickOptions(out)
+	o := quickOptions(t, out)
 	rep, err := run(o)
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +125,50 @@ func TestLocalEdit(t *testing.T) {
 	} {
 		if got := localEdit(c.rough, c.ref, c.zh); got != c.want {
 			t.Errorf("localEdit(%q, %q, %q) = %q, want %q", c.rough, c.ref, c.zh, got, c.want)
+		}
+	}
+}
+
+// TestFinalExampleTargets checks agent 3's warm-start targets against what
+// its corrections ask for: with "[]" or a false alarm (the rendering is
+// already there) the rough translation unchanged; with a known wrong span,
+// the rough translation with it replaced; with a true error, the term put in.
+func TestFinalExampleTargets(t *testing.T) {
+	g := corpus.NewGlossary([]corpus.Term{{En: "object", Zh: "对象"}, {En: "matrix", Zh: "矩阵"}, {En: "vector", Zh: "向量"}})
+	tk := makeTasks([]corpus.Pair{{En: "'x' must be an object or matrix", Zh: "'x'必需是对象或矩阵"}}, g, 100, 100)[0]
+	r := rand.New(rand.NewPCG(4, 4))
+	kinds := map[string]int{}
+	for _, rough := range []string{"'x'必需是对象或矩阵", "'x'必需是对象或向量"} {
+		rx := roughEx{T: tk, Rough: rough}
+		for i := 0; i < 400; i++ {
+			in, corr, target := finalExample(rx, g, r, 48)
+			var errs []grader.TermError
+			if err := json.Unmarshal([]byte(corr), &errs); err != nil {
+				t.Fatalf("corrections %q: %v", corr, err)
+			}
+			want := in
+			kind := "copy"
+			for _, e := range errs {
+				switch {
+				case e.WrongTranslation != "":
+					want, kind = applyCorrections(want, []grader.TermError{e}), "substitute"
+				case strings.Contains(in, e.CorrectTranslation):
+					kind = "false alarm"
+				case !strings.Contains(tk.En, e.OriginalWord):
+					kind = "term not in the English"
+				default:
+					want, kind = localEdit(want, tk.Ref, e.CorrectTranslation), "edit"
+				}
+			}
+			if target != finalAnswer(want) {
+				t.Fatalf("%s: rough %q, corrections %s: target %q, want %q", kind, in, corr, target, finalAnswer(want))
+			}
+			kinds[kind]++
+		}
+	}
+	for _, k := range []string{"copy", "false alarm", "term not in the English", "substitute", "edit"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s example in %v", k, kinds)
 		}
 	}
 }

@@ -78,9 +78,13 @@ func (r *report) write(dir string) error {
 	fmt.Fprintf(&b, "# Translation workflow report\n\n")
 	fmt.Fprintf(&b, "Command options: quick=%v small=%dx%d large=%dx%d max-len=%d vocab=%d warm-steps=%d copy-steps=%d large-warm-steps=%d final-frac=%g pseudo=%g rough-tasks=%d warm-batch=%d steps=%d batch=%d repeats=%d kl-small=%g kl-large=%g joint-small=%v shared-reward=%v seed=%d\n\n",
 		o.quick, o.smallDim, o.smallLayers, o.largeDim, o.largeLayers, o.maxLen, o.vocab, o.warmSteps, o.copySteps, o.largeWarmSteps, o.finalFrac, o.pseudo, o.roughTasks, o.warmBatch, o.steps, o.batch, o.repeats, o.klSmall, o.klLarge, o.jointSmall, o.sharedReward, o.seed)
-	fmt.Fprintf(&b, "Tasks: %d train, %d test (test split, never trained on). Wall time %.1f s.\n\n", r.nTrain, r.nTest, r.seconds)
+	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
+	if split == "" {
+		split = "test"
+	}
+	fmt.Fprintf(&b, "Tasks: %d train, %d %s (%s split, never trained on). Wall time %.1f s.\n\n", r.nTrain, r.nTest, split, split, r.seconds)
 	fmt.Fprintf(&b, "Warm-start final loss (mean of last 20 steps; -1 = loaded from cache): small %.3f, large %.3f\n\n", r.lossSmall, r.lossLarge)
-	fmt.Fprintf(&b, "## Test split (greedy decoding)\n\n")
+	fmt.Fprintf(&b, "## %s split (greedy decoding)\n\n", strings.ToUpper(split[:1])+split[1:])
 	fmt.Fprintf(&b, "| system | chrF | placeholder acc | term acc | rule violations/sent | quality reward | det P | det R | det F1 | JSON valid | detection reward | <final_result> rate |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintln(&b, row("agent 1 alone (warm start)", r.aloneBefore, false))
 	fmt.Fprintln(&b, row("workflow, no RL (warm start)", r.flowBefore, true))
@@ -94,8 +98,8 @@ func (r *report) write(dir string) error {
 	}
 	fmt.Fprintf(&b, "\nAfter RL the workflow's final translations %s agent 1 alone on chrF (%.4f vs %.4f) and %s it on terminology accuracy (%.3f vs %.3f); agent 1 alone at the warm start: chrF %.4f, term acc %.3f.\n",
 		verdict(r.flowAfter.ChrF, r.aloneAfter.ChrF), r.flowAfter.ChrF, r.aloneAfter.ChrF, verdict(r.flowAfter.TermAcc, r.aloneAfter.TermAcc), r.flowAfter.TermAcc, r.aloneAfter.TermAcc, r.aloneBefore.ChrF, r.aloneBefore.TermAcc)
-	fmt.Fprintf(&b, "\nEach model's own reward on the test split, warm start → after RL: small model, agent 3's final translation (quality grader) %.4f → %.4f and agent 1's rough translation (the same grader; its reward unless -joint-small) %.4f → %.4f; larger model (detection grader) %.4f → %.4f.\n\n",
-		r.flowBefore.Quality, r.flowAfter.Quality, r.aloneBefore.Quality, r.aloneAfter.Quality, r.flowBefore.Detection, r.flowAfter.Detection)
+	fmt.Fprintf(&b, "\nEach model's own reward on the %s split, warm start → after RL: small model, agent 3's final translation (quality grader) %.4f → %.4f and agent 1's rough translation (the same grader; its reward unless -joint-small) %.4f → %.4f; larger model (detection grader) %.4f → %.4f.\n\n",
+		split, r.flowBefore.Quality, r.flowAfter.Quality, r.aloneBefore.Quality, r.aloneAfter.Quality, r.flowBefore.Detection, r.flowAfter.Detection)
 	fmt.Fprintf(&b, "### Agent 3 diagnostics\n\n| workflow | detector says [] | final = rough when [] | chrF(final, rough) | chrF with true corrections | term acc with true corrections | sentences with a true error | their chrF: rough → final with true corrections |\n|---|---|---|---|---|---|---|---|\n")
 	for _, x := range []struct {
 		name string
@@ -104,7 +108,7 @@ func (r *report) write(dir string) error {
 		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.4f | %.4f | %.3f | %d | %.4f → %.4f |\n", x.name, x.m.DetEmpty, x.m.CopyEmpty, x.m.Fidelity, x.m.OracleChrF, x.m.OracleTermAcc, x.m.OracleErrN, x.m.OracleErrRough, x.m.OracleErrFinal)
 	}
 	fmt.Fprintf(&b, "\nThe last two columns give agent 3 the true corrections (the terms the rough translation lacks) instead of agent 2's: what a perfect detector would give.\n\n")
-	fmt.Fprintf(&b, "## Examples (test split, after RL)\n\n| source | reference | agent 1 | agent 2 | agent 3 |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "## Examples (%s split, after RL)\n\n| source | reference | agent 1 | agent 2 | agent 3 |\n|---|---|---|---|---|\n", split)
 	esc := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
 	for _, ex := range r.flowAfter.Examples {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", esc(ex[0]), esc(ex[1]), esc(ex[2]), esc(ex[3]), esc(ex[4]))

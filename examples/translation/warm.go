@@ -108,7 +108,9 @@ func injectIntoRough(t task, rough string, g *corpus.Glossary, r *rand.Rand) (st
 	}
 	term := pt[r.IntN(len(pt))]
 	w := wrongRendering(term.Zh, g, r)
-	if w == "" {
+	if w == "" || strings.Contains(rough, w) {
+		// A rendering already in the text would make the wrong span
+		// ambiguous ("对象或对象": which one is wrong?).
 		return rough, grader.TermError{}, false
 	}
 	return strings.Replace(rough, term.Zh, w, 1), grader.TermError{OriginalWord: term.En, WrongTranslation: w, WrongReason: "glossary", CorrectTranslation: term.Zh}, true
@@ -190,6 +192,9 @@ func localEdit(rough, ref, zh string) string {
 //     from agent 1's output), passed on with probability 0.6 (a detector
 //     that finds them): the rough translation with the term written where
 //     the reference has it (localEdit), or the reference when that fails;
+//   - with probability 0.15, a false alarm (a correction whose rendering the
+//     rough translation already has), and with probability 0.1 one naming
+//     a term the English does not contain: the rough translation unchanged;
 //   - otherwise (no error, or a missed one, corrections "[]"): the rough
 //     translation copied unchanged.
 //
@@ -203,6 +208,22 @@ func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (r
 			if len(errs) == 1 {
 				return bad, errorsJSON(errs), finalAnswer(rough)
 			}
+		}
+	}
+	if pt := presentTerms(rx.T, rough); len(pt) > 0 && r.Float64() < 0.15 {
+		// A false alarm: the rendering the correction asks for is already
+		// there, so agent 3 keeps the rough translation (agent 2's false
+		// positives, most of its answers at the warm start, must not cost
+		// the final translation).
+		term := pt[r.IntN(len(pt))]
+		e := grader.TermError{OriginalWord: term.En, WrongReason: "glossary", CorrectTranslation: term.Zh}
+		return rough, errorsJSON([]grader.TermError{e}), finalAnswer(rough)
+	}
+	if r.Float64() < 0.1 && len(g.Terms) > 0 {
+		// Another false alarm: a glossary term the English does not have.
+		if term := g.Terms[r.IntN(len(g.Terms))]; !strings.Contains(rx.T.En, term.En) && !strings.Contains(rough, term.Zh) {
+			e := grader.TermError{OriginalWord: term.En, WrongReason: "glossary", CorrectTranslation: term.Zh}
+			return rough, errorsJSON([]grader.TermError{e}), finalAnswer(rough)
 		}
 	}
 	if truth := truthErrors(rx.T, rough); len(truth) > 0 && r.Float64() < 0.6 {
@@ -302,6 +323,10 @@ type modelSpec struct {
 	// learned ones: relative positions make copying a span (agent 3's job)
 	// easier to learn.
 	Rotary bool
+	// CopyDim is the width of the pointer (copy) head (nn.LMConfig.CopyDim;
+	// 0: none): agents 3 and 2 reproduce spans of their prompt (the rough
+	// translation, the English words), which a pointer does exactly.
+	CopyDim int
 }
 
 func (s modelSpec) config(vocab int) nn.LMConfig {
@@ -309,7 +334,7 @@ func (s modelSpec) config(vocab int) nn.LMConfig {
 	if s.Rotary {
 		pos = nn.Rotary
 	}
-	return nn.LMConfig{Vocab: vocab, Dim: s.Dim, Layers: s.Layers, Heads: s.Heads, MaxLen: s.MaxLen, Positions: pos}
+	return nn.LMConfig{Vocab: vocab, Dim: s.Dim, Layers: s.Layers, Heads: s.Heads, MaxLen: s.MaxLen, Positions: pos, CopyDim: s.CopyDim}
 }
 
 // warmCfg is one warm start's hyper-parameters.
@@ -328,7 +353,7 @@ type warmCfg struct {
 
 // cacheVersion is bumped whenever a role's warm-start data or training
 // changes, so stale checkpoints are not reused.
-var cacheVersion = map[string]int{"small": 7, "large": 7}
+var cacheVersion = map[string]int{"small": 9, "large": 9}
 
 func (c warmCfg) cachePath(role string, tok *tokenizer.Tokenizer, extra string) string {
 	tj, _ := tok.MarshalJSON()
