@@ -48,8 +48,28 @@ func msgsTranslate(en string) []tokenizer.Message {
 	return []tokenizer.Message{{Role: "system", Content: sysTranslate}, {Role: "user", Content: en}}
 }
 
-func msgsDetect(en, rough string) []tokenizer.Message {
-	return []tokenizer.Message{{Role: "system", Content: sysDetect}, {Role: "user", Content: en + "\n" + rough}}
+// msgsDetect is agent 2's prompt: the English, the glossary entries of its
+// terms (glossaryHint) and the rough translation.
+func msgsDetect(en, gloss, rough string) []tokenizer.Message {
+	return []tokenizer.Message{{Role: "system", Content: sysDetect}, {Role: "user", Content: en + "\n" + gloss + "\n" + rough}}
+}
+
+// glossaryHint lists the glossary entries of the terms in en (at most
+// three, longest first), as a terminology checker would look them up:
+// "Glossary: degrees of freedom=自由度". With them in its prompt, agent 2
+// checks each rendering against the rough translation and can copy the
+// correction (its pointer head) instead of recalling 241 renderings; it
+// still has to judge which entries the translation needs.
+func glossaryHint(g *corpus.Glossary, en string) string {
+	terms := g.TermsIn(en)
+	if len(terms) == 0 {
+		return "Glossary: none"
+	}
+	parts := make([]string, 0, 3)
+	for _, t := range terms[:min(3, len(terms))] {
+		parts = append(parts, t.En+"="+t.Zh)
+	}
+	return "Glossary: " + strings.Join(parts, "; ")
 }
 
 func msgsFinal(en, rough, corrections string) []tokenizer.Message {

@@ -102,7 +102,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		return
 	}
 	for i, t := range tasks {
-		m2 = append(m2, msgsDetect(t.En, clip(rough[i], e.maxRough)))
+		m2 = append(m2, msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), clip(rough[i], e.maxRough)))
 	}
 	det, err := generate(large, e.tok, m2, e.maxTok)
 	if err != nil {

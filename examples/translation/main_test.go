@@ -172,3 +172,15 @@ func TestFinalExampleTargets(t *testing.T) {
 		}
 	}
 }
+
+func TestGlossaryHint(t *testing.T) {
+	g := corpus.NewGlossary([]corpus.Term{{En: "degrees of freedom", Zh: "自由度"}, {En: "freedom", Zh: "自由"}, {En: "matrix", Zh: "矩阵"}})
+	for _, c := range []struct{ en, want string }{
+		{"%d degrees of freedom in the matrix", "Glossary: degrees of freedom=自由度; matrix=矩阵"},
+		{"no terms here", "Glossary: none"},
+	} {
+		if got := glossaryHint(g, c.en); got != c.want {
+			t.Errorf("glossaryHint(%q) = %q, want %q", c.en, got, c.want)
+		}
+	}
+}

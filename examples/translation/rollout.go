@@ -55,7 +55,7 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64) swarm.Workflow {
 		if w.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, temp, seed); err != nil {
 			return nil, err
 		}
-		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, clip(w.Rough, e.maxRough)), e.maxTok, temp, seed+1); err != nil {
+		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), clip(w.Rough, e.maxRough)), e.maxTok, temp, seed+1); err != nil {
 			return nil, err
 		}
 		if w.Final, err = chat(ctx, final, msgsFinal(t.En, clip(w.Rough, e.maxRough), clip(w.Detection, e.maxDet)), e.maxTok+16, temp, seed+2); err != nil {

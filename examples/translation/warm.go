@@ -353,7 +353,7 @@ type warmCfg struct {
 
 // cacheVersion is bumped whenever a role's warm-start data or training
 // changes, so stale checkpoints are not reused.
-var cacheVersion = map[string]int{"small": 9, "large": 9}
+var cacheVersion = map[string]int{"small": 9, "large": 10}
 
 func (c warmCfg) cachePath(role string, tok *tokenizer.Tokenizer, extra string) string {
 	tj, _ := tok.MarshalJSON()
@@ -563,7 +563,7 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, g *corp
 			x = withTerms[r.IntN(len(withTerms))]
 		}
 		en, rough, label := detectExample(x, g, r, cfg.MaxRough)
-		return roleExample(tok, msgsDetect(en, rough), label)
+		return roleExample(tok, msgsDetect(en, glossaryHint(g, en), rough), label)
 	}
 	loss, err := supervise("large (agent 2)", tr, 0, cfg.Steps, cfg.Steps, cfg.Batch, cfg.Spec.MaxLen, draw, logf)
 	if err != nil {
