@@ -461,34 +461,44 @@ func (w *lmWeights) copyMix(groups []group, x, lastN, logits []float32) {
 	c := w.c
 	D, C, V := c.Dim, c.CopyDim, c.Vocab
 	scale := 1 / math.Sqrt(float64(C))
+	maxM := 0
+	for _, g := range groups {
+		maxM = max(maxM, len(g.toks))
+	}
+	// Buffers shared by the groups (decoding calls this once per token).
 	mass := make([]float64, V)
 	q := make([]float32, C)
+	hn := make([]float32, maxM*D)
+	mean, rstd := make([]float32, maxM), make([]float32, maxM)
+	a := make([]float64, c.MaxLen)
+	type mixedTok struct {
+		t  int
+		lp float32
+	}
+	var mixed []mixedTok
 	r := 0
 	for i, g := range groups {
 		m := len(g.toks)
-		hn := make([]float32, m*D)
-		mean, rstd := make([]float32, m), make([]float32, m)
-		kern.LayerNormRows(hn, mean, rstd, x[r*D:(r+m)*D], w.lnfG, w.lnfB, m, D, 1e-5)
-		matmulRows(g.st.ck[g.pos0*C:(g.pos0+m)*C], hn, w.copyK, m, D, C, false)
+		kern.LayerNormRows(hn[:m*D], mean[:m], rstd[:m], x[r*D:(r+m)*D], w.lnfG, w.lnfB, m, D, 1e-5)
+		matmulRows(g.st.ck[g.pos0*C:(g.pos0+m)*C], hn[:m*D], w.copyK, m, D, C, false)
 		r += m
 		h := lastN[i*D : (i+1)*D]
 		matmulRows(q, h, w.copyQ, 1, D, C, false)
 		u := float64(w.gateB[0]) + float64(dot32(h, w.gateW))
 		gt, lg := sigmoidLog(u)
 		tk := g.pos0 + m
-		a := make([]float64, tk)
-		pointer(a, q, g.st.ck, C, scale)
+		pointer(a[:tk], q, g.st.ck, C, scale)
 		zr := logits[i*V : (i+1)*V]
 		lse := logSumExp32(zr)
 		ids := g.st.tokens[:tk]
 		for j, t := range ids {
 			mass[t] += a[j]
 		}
-		mixed := make(map[int]float32)
+		mixed = mixed[:0]
 		for _, t := range ids {
 			if mass[t] != 0 {
 				p := gt*math.Exp(float64(zr[t])-lse) + (1-gt)*mass[t]
-				mixed[t] = float32(math.Log(max(p, math.SmallestNonzeroFloat64)))
+				mixed = append(mixed, mixedTok{t, float32(math.Log(max(p, math.SmallestNonzeroFloat64)))})
 				mass[t] = 0
 			}
 		}
@@ -496,8 +506,8 @@ func (w *lmWeights) copyMix(groups []group, x, lastN, logits []float32) {
 		for v, zv := range zr {
 			zr[v] = float32(base + float64(zv))
 		}
-		for t, lp := range mixed {
-			zr[t] = lp
+		for _, mt := range mixed {
+			zr[mt.t] = mt.lp
 		}
 	}
 }

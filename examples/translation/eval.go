@@ -101,15 +101,18 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	if err != nil {
 		return
 	}
+	// What agents 2 and 3 see of each rough translation.
+	seen := make([]string, len(rough))
 	for i, t := range tasks {
-		m2 = append(m2, msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), clip(rough[i], e.maxRough)))
+		seen[i] = clip(rough[i], e.maxRough)
+		m2 = append(m2, msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), seen[i]))
 	}
 	det, err := generate(large, e.tok, m2, e.maxTok)
 	if err != nil {
 		return
 	}
 	for i, t := range tasks {
-		m3 = append(m3, msgsFinal(t.En, clip(rough[i], e.maxRough), clip(det[i], e.maxDet)))
+		m3 = append(m3, msgsFinal(t.En, seen[i], clip(det[i], e.maxDet)))
 	}
 	fin, err := generate(small, e.tok, m3, e.maxTok+16)
 	if err != nil {
@@ -120,8 +123,8 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	var m4 [][]tokenizer.Message
 	truth := make([][]grader.TermError, len(tasks))
 	for i, t := range tasks {
-		truth[i] = truthErrors(t, clip(rough[i], e.maxRough))
-		m4 = append(m4, msgsFinal(t.En, clip(rough[i], e.maxRough), clip(errorsJSON(truth[i]), e.maxDet)))
+		truth[i] = truthErrors(t, seen[i])
+		m4 = append(m4, msgsFinal(t.En, seen[i], clip(errorsJSON(truth[i]), e.maxDet)))
 	}
 	ofin, err := generate(small, e.tok, m4, e.maxTok+16)
 	if err != nil {
@@ -142,16 +145,15 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		e.scoreText(&flow, t, final)
 		ofinal, _ := grader.ExtractFinal(ofin[i])
 		e.scoreText(&oracle, t, ofinal)
-		r := clip(rough[i], e.maxRough)
 		if len(truth[i]) > 0 {
 			flow.OracleErrN++
 			flow.OracleErrRough += grader.ChrF(rough[i], t.Ref)
 			flow.OracleErrFinal += grader.ChrF(ofinal, t.Ref)
 		}
-		flow.Fidelity += grader.ChrF(final, r)
+		flow.Fidelity += grader.ChrF(final, seen[i])
 		if strings.TrimSpace(det[i]) == "[]" {
 			nEmpty++
-			if final == r {
+			if final == seen[i] {
 				flow.CopyEmpty++
 			}
 		}
