@@ -1,6 +1,7 @@
 package swarm
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -340,5 +341,35 @@ func TestCheckpointResume(t *testing.T) {
 	s3.Close()
 	if b, _ := os.ReadFile(filepath.Join(dir, CheckpointFile)); string(b) != "garbage" {
 		t.Fatal("closing a server that never booted overwrote the checkpoint")
+	}
+}
+
+// Rewards may be negative (difference rewards, penalties): ending such
+// episodes must succeed and train. The reward-sum metric was once a
+// Prometheus counter, whose Add panics on a negative value, so every
+// negative reward was lost to a recovered handler panic.
+func TestNegativeRewardsTrain(t *testing.T) {
+	m, _ := NewPresetModel("small")
+	ts := startServer(t, m, testTrainConfig(1, 2), nil)
+	ctx := ctxT(t)
+	for i := 0; i < 2; i++ {
+		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chatOnce(t, ep)
+		if err := ts.cli.EndEpisode(ctx, ep, "neg", WorkflowResult{Reward: -0.5 - float64(i)}); err != nil {
+			t.Fatalf("ending an episode with reward %v: %v", -0.5-float64(i), err)
+		}
+	}
+	waitFor(t, "step 1", func() bool { _, _, g := ts.s.Status(); return g == 1 })
+	if a := ts.s.Accounting(); a.EndedRewardSum != -2 || a.TrainedRewardSum != -2 {
+		t.Fatalf("reward sums ended %v trained %v, want -2 and -2", a.EndedRewardSum, a.TrainedRewardSum)
+	}
+	_, b := rawGet(t, ts.ts.URL+"/metrics")
+	for _, want := range []string{"swarm_handler_panics_total 0", `swarm_reward_sum{type="train"} -2`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

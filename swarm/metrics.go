@@ -12,7 +12,7 @@ type metrics struct {
 	globalStep   prometheus.Gauge
 	statusG      *prometheus.GaugeVec
 	tokens       *prometheus.CounterVec
-	rewardSum    *prometheus.CounterVec
+	rewardSum    *prometheus.GaugeVec // a gauge: rewards may be negative
 	rewardCount  *prometheus.CounterVec
 	batchReward  prometheus.Gauge
 	dropped      *prometheus.CounterVec
@@ -39,8 +39,8 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Help: "1 for the current engine status, 0 for the others."}, []string{"status"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_tokens_total",
 			Help: "Prompt and completion tokens processed."}, []string{"kind"}),
-		rewardSum: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_reward_sum",
-			Help: "Sum of episode rewards by episode type."}, []string{"type"}),
+		rewardSum: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "swarm_reward_sum",
+			Help: "Sum of episode rewards by episode type (a gauge: rewards may be negative)."}, []string{"type"}),
 		rewardCount: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_reward_count",
 			Help: "Number of rewarded episodes by episode type."}, []string{"type"}),
 		batchReward: prometheus.NewGauge(prometheus.GaugeOpts{Name: "swarm_batch_reward_mean",
