@@ -37,6 +37,18 @@ type env struct {
 	// jointSmall puts agents 1 and 3 in one episode on the small model's
 	// server (one reward, the final translation's) instead of one each.
 	jointSmall bool
+	// counterfactual trains agents 2 and 3 on difference rewards: their
+	// grader's score minus the score of doing nothing with the same input
+	// ("[]" for the detector, the rough translation unchanged for agent 3).
+	counterfactual bool
+	// rlTemp is the sampling temperature of the RL rollouts.
+	rlTemp float64
+	// noTrainFinal makes agent 3's episodes evaluation episodes: the
+	// small model learns from agent 1's turns only.
+	noTrainFinal bool
+	// groupInputs makes each GRPO group of agents 2 and 3 share its
+	// prompt: the greedy outputs of the agents before them (groupInputs).
+	groupInputs bool
 }
 
 type options struct {
@@ -50,7 +62,7 @@ type options struct {
 	steps, batch, repeats           int
 	ports, servers, out             string
 	evalN, maxEn, maxZh             int
-	seed                            uint64
+	seed, rlSeed                    uint64
 	sharedReward, jointSmall        bool
 	sweep                           bool
 	cacheDir                        string // warm-start cache; default <out>/cache
@@ -63,6 +75,15 @@ type options struct {
 	evalSplit                       string
 	noStd                           bool
 	entropy                         float64
+	counterfactual                  bool
+	rlTemp                          float64
+	noTrainFinal                    bool
+	ptxSmall, ptxLarge              int
+	groupInputs                     bool
+	selectEvery, selectN            int
+	anchorSelf                      int
+	// settings lists every flag's value after parsing (for the report).
+	settings string
 }
 
 // parseOptions reads the command line (args without the program name).
@@ -96,6 +117,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.maxEn, "max-en", 48, "longest English source used (bytes)")
 	fs.IntVar(&o.maxZh, "max-zh", 24, "longest Chinese reference used (characters)")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed")
+	fs.Uint64Var(&o.rlSeed, "rl-seed", 0, "random seed of the RL phase alone (0: -seed), to repeat RL from one cached warm start")
 	fs.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
 	fs.BoolVar(&o.jointSmall, "joint-small", false, "one episode (rewarded by the final translation) for agents 1 and 3 on the small model's server instead of one per agent")
 	fs.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
@@ -107,11 +129,23 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.evalSplit, "eval-split", "test", "split the report evaluates: test, or val (for choosing settings without looking at the test split)")
 	fs.BoolVar(&o.noStd, "no-std", false, "GRPO advantages r − mean without the group-std division (Dr. GRPO, Liu et al. 2025)")
 	fs.Float64Var(&o.entropy, "entropy", 0, "GRPO entropy bonus coefficient of both models")
+	fs.BoolVar(&o.counterfactual, "counterfactual", false, "train agents 2 and 3 on difference rewards: grader score minus that of doing nothing with the same input (\"[]\"; the rough translation unchanged)")
+	fs.Float64Var(&o.rlTemp, "rl-temp", 1, "sampling temperature of the RL rollouts")
+	fs.BoolVar(&o.noTrainFinal, "no-train-final", false, "agent 3's turns are not trained on (evaluation episodes): the small model learns from agent 1's turns alone")
+	fs.IntVar(&o.ptxSmall, "ptx-small", 0, "after each GRPO update of the small model, one supervised step on this many warm-start examples (PPO-ptx; 0: none)")
+	fs.IntVar(&o.ptxLarge, "ptx-large", 0, "after each GRPO update of the larger model, one supervised step on this many warm-start examples (PPO-ptx; 0: none)")
+	fs.BoolVar(&o.groupInputs, "group-inputs", false, "the repeats of a task give agents 2 and 3 the same input, agents 1 and 2's greedy outputs, so each GRPO group shares its prompt (agent 1 still samples its own)")
+	fs.IntVar(&o.selectEvery, "select-every", 0, "every this many GRPO steps (and before the first) evaluate both models on -select-n validation sentences and keep, per model, the checkpoint with the best own validation reward (0: keep the last)")
+	fs.IntVar(&o.selectN, "select-n", 200, "validation sentences of the checkpoint selection")
+	fs.IntVar(&o.anchorSelf, "anchor-self", 0, "after each GRPO update of the small model, one supervised step on this many agent-3 prompts with the warm start's own greedy replies as targets (0: none; replaces -ptx-small)")
 	fs.StringVar(&o.cacheDir, "cache", "", "warm-start checkpoint cache (default <out>/cache)")
 	fs.StringVar(&o.profile, "profile", "", "write a profile (cpu, mem, allocs, block, mutex, trace) of the run to <out>/profile")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	var kv []string
+	fs.VisitAll(func(f *flag.Flag) { kv = append(kv, "-"+f.Name+"="+f.Value.String()) })
+	o.settings = strings.Join(kv, " ")
 	return o, nil
 }
 
@@ -187,13 +221,23 @@ func run(o options) (*report, error) {
 	if o.evalN > 0 && len(test) > o.evalN {
 		test = test[:o.evalN]
 	}
+	var selTasks []task
+	if o.selectEvery > 0 {
+		selTasks = makeTasks(d.Val, d.Glossary, o.maxEn, o.maxZh)
+		if o.selectN > 0 && len(selTasks) > o.selectN {
+			selTasks = selTasks[:o.selectN]
+		}
+	}
 	logf("data: %d train / %d test tasks (of %d/%d pairs), glossary %d terms, %d acronyms",
 		len(train), len(test), len(d.Train), len(d.Test), len(d.Glossary.Terms), len(d.Acronyms))
 	tok, err := trainTokenizer(train, d.Glossary, o.vocab)
 	if err != nil {
 		return nil, err
 	}
-	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, sharedReward: o.sharedReward, jointSmall: o.jointSmall}
+	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, sharedReward: o.sharedReward, jointSmall: o.jointSmall, counterfactual: o.counterfactual, rlTemp: o.rlTemp, noTrainFinal: o.noTrainFinal, groupInputs: o.groupInputs}
+	if o.groupInputs && o.jointSmall {
+		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
+	}
 	cache := o.cacheDir
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
@@ -219,12 +263,26 @@ func run(o options) (*report, error) {
 		}
 	}
 
+	rlSeed := o.seed
+	if o.rlSeed != 0 {
+		rlSeed = o.rlSeed
+	}
 	// Servers.
 	var addrs []string
 	var servers []*swarm.Server
 	if local {
-		ms := newLMModel("small", small, tok, o.rlLR, o.klSmall, o.grpo())
-		ml := newLMModel("large", large, tok, o.rlLR, o.klLarge, o.grpo())
+		// The supervised anchors draw from their own random streams.
+		ms := newLMModel("small", small, tok, o.rlLR, o.klSmall, o.grpo()).
+			withAnchor(smallExamples(train, roughs, tok, d.Glossary, mix, e.maxRough, rand.New(rand.NewPCG(rlSeed, 71))), o.ptxSmall)
+		if o.anchorSelf > 0 {
+			draw, err := selfAnchor(e, small, roughs, 512, rand.New(rand.NewPCG(rlSeed, 73)))
+			if err != nil {
+				return nil, err
+			}
+			ms.withAnchor(draw, o.anchorSelf)
+		}
+		ml := newLMModel("large", large, tok, o.rlLR, o.klLarge, o.grpo()).
+			withAnchor(largeExamples(roughs, tok, d.Glossary, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge)
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {
 			return nil, fmt.Errorf("-ports wants two ports, got %q", o.ports)
@@ -232,7 +290,7 @@ func run(o options) (*report, error) {
 		for i, m := range []swarm.Model{ms, ml} {
 			cfg := swarm.DefaultTrainConfig()
 			cfg.BatchSize, cfg.NumRepeat, cfg.MaxStaleness = o.batch, o.repeats, 1
-			if i == 0 && !o.jointSmall {
+			if i == 0 && !o.jointSmall && !o.noTrainFinal {
 				cfg.BatchSize = 2 * o.batch // a group for agent 1 and one for agent 3 per task
 			}
 			cfg.MaxResponseTokens = e.maxTok + 16
@@ -266,7 +324,7 @@ func run(o options) (*report, error) {
 
 	// GRPO rounds: each round gives each server one training batch.
 	ctx := context.Background()
-	r := rand.New(rand.NewPCG(o.seed, 5))
+	r := rand.New(rand.NewPCG(rlSeed, 5))
 	// Error-prone tasks: train sentences whose warm-start rough translation
 	// (agent 1's greedy output, made for the warm start of agents 2 and 3)
 	// misses a glossary term. Only there can the detector earn more than
@@ -278,6 +336,12 @@ func run(o options) (*report, error) {
 		}
 	}
 	logf("RL task mix: %.0f%% of each batch from the %d train sentences whose warm-start rough translation misses a glossary term, the rest random", 100*o.hardFrac, len(hard))
+	sel := newSelector(e, small, large, selTasks)
+	if local && o.selectEvery > 0 {
+		if err := sel.check(0); err != nil {
+			return nil, err
+		}
+	}
 	bar := progressbar.NewOptions(o.steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
 	for step := 0; step < o.steps; step++ {
 		// -hard-frac of the tasks are error-prone ones: otherwise most groups
@@ -320,10 +384,21 @@ func run(o options) (*report, error) {
 		bar.Add(1)
 		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d) | reward large %.3f (server step %d)\n",
 			time.Since(t0).Seconds(), step+1, rs, gs[0], rl, gs[1])
+		if local && o.selectEvery > 0 && ((step+1)%o.selectEvery == 0 || step+1 == o.steps) {
+			// Both servers are idle between rounds: no episode is open.
+			if err := sel.check(step + 1); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if local {
 		for _, s := range servers {
 			s.Stop()
+		}
+		if o.selectEvery > 0 {
+			sel.restore()
+			rep.selection = sel
+			logf("checkpoint selection on %d validation sentences: small model from step %d, larger model from step %d", len(selTasks), sel.best[0].step, sel.best[1].step)
 		}
 		logf("evaluating after RL")
 		if rep.aloneAfter, rep.flowAfter, err = e.evaluate(small, large, test); err != nil {

@@ -54,6 +54,41 @@ func TestQuickRun(t *testing.T) {
 	}
 }
 
+// TestQuickRunRLVariants runs -quick with the RL-phase options that are off
+// by default: difference rewards, shared group inputs, supervised anchors
+// (the self-distilled one on the small model, warm-start data on the larger),
+// another sampling temperature and checkpoint selection.
+func TestQuickRunRLVariants(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	out := t.TempDir()
+	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out, "-counterfactual", "-group-inputs",
+		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.applyQuick()
+	rep, err := run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.selection == nil || len(rep.selection.trace) != o.steps+1 {
+		t.Fatalf("selection trace %v, want %d evaluations", rep.selection, o.steps+1)
+	}
+	for i, b := range rep.selection.best {
+		if b.step < 0 || b.step > o.steps {
+			t.Errorf("model %d: selected step %d", i, b.step)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	for _, want := range []string{"Checkpoint selection", "-group-inputs=true"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
 func TestInjectErrorAndTruth(t *testing.T) {
 	g := corpus.NewGlossary([]corpus.Term{{En: "degrees of freedom", Zh: "自由度"}, {En: "matrix", Zh: "矩阵"}, {En: "vector", Zh: "向量"}})
 	tk := makeTasks([]corpus.Pair{{En: "%d degrees of freedom", Zh: "%d个自由度"}}, g, 100, 100)[0]
@@ -182,5 +217,41 @@ func TestGlossaryHint(t *testing.T) {
 		if got := glossaryHint(g, c.en); got != c.want {
 			t.Errorf("glossaryHint(%q) = %q, want %q", c.en, got, c.want)
 		}
+	}
+}
+
+// TestTrainRewards checks the rewards agents 2 and 3 train on: the graders'
+// scores by default; with -counterfactual, the gain over doing nothing, so
+// that copying the rough translation and answering "[]" earn exactly 0,
+// fixing the error earns more and a false alarm less.
+func TestTrainRewards(t *testing.T) {
+	g := corpus.NewGlossary([]corpus.Term{{En: "degrees of freedom", Zh: "自由度"}, {En: "matrix", Zh: "矩阵"}})
+	tk := makeTasks([]corpus.Pair{{En: "%d degrees of freedom", Zh: "%d个自由度"}}, g, 100, 100)[0]
+	e := &env{qg: &grader.TranslationQualityGrader{Glossary: g}, maxRough: 100}
+	rough := "%d个自由率" // misses the glossary rendering
+	fix := `[{"original_word":"degrees of freedom","wrong_translation":"自由率","wrong_reason":"glossary","correct_translation":"自由度"}]`
+	alarm := `[{"original_word":"matrix","wrong_translation":"","wrong_reason":"glossary","correct_translation":"矩阵"}]`
+	rollout := func(rough, det, final string) workflowRun {
+		w := workflowRun{Rough: rough, Given: rough, Detection: det, Final: "<final_result>" + final + "</final_result>"}
+		w.Quality = e.qg.Grade(tk.En, tk.Ref, w.Final)
+		w.Detect = grader.ProperNounDetectionGrader{}.Grade(det, truthErrors(tk, rough))
+		return w
+	}
+	// On the clean rough translation (the reference) "[]" is right and
+	// the alarm wrong.
+	copied, fixed, alarmed := rollout(rough, "[]", rough), rollout(rough, fix, tk.Ref), rollout(tk.Ref, alarm, tk.Ref)
+	d, f := e.trainRewards(tk, fixed)
+	if d != fixed.Detect.Normalised || f != fixed.Quality.Normalised {
+		t.Errorf("default rewards %v, %v; want the graders' %v, %v", d, f, fixed.Detect.Normalised, fixed.Quality.Normalised)
+	}
+	e.counterfactual = true
+	if d, f := e.trainRewards(tk, copied); d != 0 || f != 0 {
+		t.Errorf(`"[]" and a copy earn %v and %v, want 0 and 0`, d, f)
+	}
+	if d, f := e.trainRewards(tk, fixed); d <= 0 || f <= 0 {
+		t.Errorf("finding and fixing the error earn %v and %v, want > 0", d, f)
+	}
+	if d, f := e.trainRewards(tk, alarmed); d >= 0 || f != 0 {
+		t.Errorf("a false alarm on a clean translation earns the detector %v (want < 0) and a copy %v (want 0)", d, f)
 	}
 }

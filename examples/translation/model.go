@@ -20,15 +20,22 @@ import (
 // implements swarm.Model (chat template, sampling with behaviour
 // log-probabilities, GRPO training through rl/policies.LM).
 type lmModel struct {
-	name  string
-	lm    *nn.LM
-	tok   *tokenizer.Tokenizer
-	end   int
-	opt   nn.Optimizer
-	pol   *policies.LM
-	grpo  *rl.GRPO
-	base  int64 // version restored from a checkpoint; pol counts steps since
-	genMu sync.Mutex
+	name string
+	lm   *nn.LM
+	tok  *tokenizer.Tokenizer
+	end  int
+	opt  nn.Optimizer
+	pol  *policies.LM
+	tr   *nn.LMTrainer // pol's trainer
+	grpo *rl.GRPO
+	// anchor draws supervised warm-start examples; after each GRPO update
+	// Train takes one supervised step on anchorN of them (0: none).
+	anchor   func() (nn.SeqExample, error)
+	anchorN  int
+	anchorTr *nn.LMTrainer // the anchor's own optimizer
+	rlLR     float64
+	base     int64 // version restored from a checkpoint; pol counts steps since
+	genMu    sync.Mutex
 }
 
 // newLMModel wraps lm for a swarm server, trained by GRPO with cfg. With
@@ -41,9 +48,29 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlLR, klCoef f
 		cfg.Ref = policies.NewLM(ref, nn.NewLMTrainer(ref, nn.NewAdamW(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32}))
 		cfg.KLCoef = klCoef
 	}
+	tr := nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
 	return &lmModel{name: name, lm: lm, tok: tok, end: tok.MustSpecialID(tokenizer.End), opt: opt,
-		grpo: rl.NewGRPO(cfg),
-		pol:  policies.NewLM(lm, nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32}))}
+		grpo: rl.NewGRPO(cfg), tr: tr, pol: policies.NewLM(lm, tr), rlLR: rlLR}
+}
+
+// withAnchor mixes supervised steps into RL training: after each GRPO
+// update, one step of next-token loss on n examples from draw (the
+// warm-start data), with the same optimizer. This is the "PPO-ptx" mix of
+// Ouyang et al. 2022 ("Training language models to follow instructions
+// with human feedback", arXiv:2203.02155), there against the drift of
+// abilities that the RL reward does not measure; here the small model's
+// RL on agent 1's turns had eroded agent 3's copying, a skill the same
+// weights serve (notes/translation.md, R12).
+//
+// The anchor steps have their own AdamW (same learning rate): sharing the
+// GRPO steps' moment estimates would scale the supervised gradients, which
+// are far larger than the policy-gradient ones, by the wrong second moments.
+func (m *lmModel) withAnchor(draw func() (nn.SeqExample, error), n int) *lmModel {
+	m.anchor, m.anchorN = draw, n
+	if n > 0 && m.anchorTr == nil {
+		m.anchorTr = nn.NewLMTrainer(m.lm, nn.NewAdamW(nn.Constant(m.rlLR), 0), nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
+	}
+	return m
 }
 
 // frozenCopy returns a copy of lm with its own parameters (the reference
@@ -126,7 +153,22 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 		return map[string]float64{"samples": 0}, nil
 	}
 	st, err := m.grpo.Update(m.pol, keep)
-	return st.Map(), err
+	if err != nil {
+		return nil, err
+	}
+	out := st.Map()
+	if m.anchorN > 0 && m.anchor != nil {
+		b, err := drawBatch(m.anchor, m.anchorN, m.lm.Config.MaxLen)
+		if err != nil {
+			return nil, fmt.Errorf("%s: supervised anchor: %w", m.name, err)
+		}
+		loss, err := m.anchorTr.SupervisedStep(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: supervised anchor: %w", m.name, err)
+		}
+		out["ptx_loss"] = loss
+	}
+	return out, nil
 }
 
 func (m *lmModel) Version() int64 { return m.base + m.pol.Version() }

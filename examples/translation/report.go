@@ -26,6 +26,7 @@ type report struct {
 	aloneAfter, flowAfter   metrics
 	steps                   []stepRow
 	seconds                 float64
+	selection               *selector // nil without -select-every
 }
 
 func (r *report) plot(path string) error {
@@ -76,8 +77,7 @@ func (r *report) write(dir string) error {
 	var b strings.Builder
 	o := r.opts
 	fmt.Fprintf(&b, "# Translation workflow report\n\n")
-	fmt.Fprintf(&b, "Command options: quick=%v small=%dx%d large=%dx%d max-len=%d vocab=%d warm-steps=%d copy-steps=%d large-warm-steps=%d final-frac=%g pseudo=%g rough-tasks=%d warm-batch=%d steps=%d batch=%d repeats=%d kl-small=%g kl-large=%g joint-small=%v shared-reward=%v seed=%d\n\n",
-		o.quick, o.smallDim, o.smallLayers, o.largeDim, o.largeLayers, o.maxLen, o.vocab, o.warmSteps, o.copySteps, o.largeWarmSteps, o.finalFrac, o.pseudo, o.roughTasks, o.warmBatch, o.steps, o.batch, o.repeats, o.klSmall, o.klLarge, o.jointSmall, o.sharedReward, o.seed)
+	fmt.Fprintf(&b, "Settings (every flag; -quick overrides sizes and steps): `%s`\n\n", o.settings)
 	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"
@@ -100,6 +100,17 @@ func (r *report) write(dir string) error {
 		verdict(r.flowAfter.ChrF, r.aloneAfter.ChrF), r.flowAfter.ChrF, r.aloneAfter.ChrF, verdict(r.flowAfter.TermAcc, r.aloneAfter.TermAcc), r.flowAfter.TermAcc, r.aloneAfter.TermAcc, r.aloneBefore.ChrF, r.aloneBefore.TermAcc)
 	fmt.Fprintf(&b, "\nEach model's own reward on the %s split, warm start → after RL: small model, agent 3's final translation (quality grader) %.4f → %.4f and agent 1's rough translation (the same grader; its reward unless -joint-small) %.4f → %.4f; larger model (detection grader) %.4f → %.4f.\n\n",
 		split, r.flowBefore.Quality, r.flowAfter.Quality, r.aloneBefore.Quality, r.aloneAfter.Quality, r.flowBefore.Detection, r.flowAfter.Detection)
+	if sel := r.selection; sel != nil {
+		fmt.Fprintf(&b, "### Checkpoint selection (validation split, %d sentences)\n\nEach model keeps the RL checkpoint with its best own reward on validation sentences (step 0: the warm start); the figures above evaluate the kept checkpoints. Small model: step %d; larger model: step %d.\n\n| step | agent 1 quality | agent 3 quality | small model (mean) | detection |\n|---|---|---|---|---|\n",
+			len(sel.tasks), sel.best[0].step, sel.best[1].step)
+		for _, t := range sel.trace {
+			fmt.Fprintf(&b, "| %d | %.4f | %.4f | %.4f | %.4f |\n", t.Step, t.Agent1, t.Agent3, t.Small, t.Det)
+		}
+		if r.opts.evalSplit == "val" {
+			fmt.Fprintf(&b, "\nThe report evaluates the validation split too: its first %d sentences chose the checkpoints, so the after-RL rows above are optimistic.\n", len(sel.tasks))
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "### Agent 3 diagnostics\n\n| workflow | detector says [] | final = rough when [] | chrF(final, rough) | chrF with true corrections | term acc with true corrections | sentences with a true error | their chrF: rough → final with true corrections |\n|---|---|---|---|---|---|---|---|\n")
 	for _, x := range []struct {
 		name string

@@ -14,7 +14,17 @@ import (
 // workflowRun is the outcome of one three-agent rollout.
 type workflowRun struct {
 	Rough, Detection, Final string
-	Quality, Detect         grader.Result
+	// Given is the rough translation agents 2 and 3 saw (clipped): agent
+	// 1's Rough, or with shared inputs the group's greedy one.
+	Given           string
+	Quality, Detect grader.Result
+}
+
+// groupInputs are what agents 2 and 3 see in every repeat of a task's
+// rollouts when the groups share their inputs: agent 1's greedy rough
+// translation and agent 2's greedy detection on it.
+type groupInputs struct {
+	Rough, Detection string
 }
 
 func toChat(msgs []tokenizer.Message) []swarm.ChatMessage {
@@ -47,7 +57,15 @@ func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxT
 // TranslationQualityGrader. In one shared episode every token of the small
 // model gets the final translation's advantage, and RL lowered agent 1's own
 // quality (chrF 0.171 → 0.159 on the test split, notes/translation.md).
-func (e *env) rolloutWorkflow(t task, temp float64, seed int64) swarm.Workflow {
+//
+// With in != nil the GRPO groups share their prompts, as GRPO's group
+// baseline assumes: agent 1 samples its own translation (rewarded as
+// above), but agent 2 samples a detection of the group's greedy rough
+// translation in.Rough, and agent 3 a final translation of in.Rough with
+// the greedy detection in.Detection. Otherwise each repeat's agents 2 and 3
+// see that repeat's samples, and the repeats of a group differ in their
+// prompts as well as their actions.
+func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs) swarm.Workflow {
 	return func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
 		final := eps[e.finalIdx()]
 		var w workflowRun
@@ -55,19 +73,24 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64) swarm.Workflow {
 		if w.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, temp, seed); err != nil {
 			return nil, err
 		}
-		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), clip(w.Rough, e.maxRough)), e.maxTok, temp, seed+1); err != nil {
+		w.Given = clip(w.Rough, e.maxRough)
+		if in != nil {
+			w.Given = clip(in.Rough, e.maxRough)
+		}
+		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), w.Given), e.maxTok, temp, seed+1); err != nil {
 			return nil, err
 		}
-		if w.Final, err = chat(ctx, final, msgsFinal(t.En, clip(w.Rough, e.maxRough), clip(w.Detection, e.maxDet)), e.maxTok+16, temp, seed+2); err != nil {
+		det := w.Detection
+		if in != nil {
+			det = in.Detection
+		}
+		if w.Final, err = chat(ctx, final, msgsFinal(t.En, w.Given, clip(det, e.maxDet)), e.maxTok+16, temp, seed+2); err != nil {
 			return nil, err
 		}
 		w.Quality = e.qg.Grade(t.En, t.Ref, w.Final)
-		w.Detect = grader.ProperNounDetectionGrader{}.Grade(w.Detection, truthErrors(t, w.Rough))
-		detReward := w.Detect.Normalised
-		if e.sharedReward {
-			detReward = w.Quality.Normalised
-		}
-		finalRes := swarm.WorkflowResult{Reward: w.Quality.Normalised, IsSuccess: w.Quality.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Quality.Issues, "final": w.Final}}
+		w.Detect = grader.ProperNounDetectionGrader{}.Grade(w.Detection, truthErrors(t, w.Given))
+		detReward, finalReward := e.trainRewards(t, w)
+		finalRes := swarm.WorkflowResult{Reward: finalReward, IsSuccess: w.Quality.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Quality.Issues, "final": w.Final, "quality": w.Quality.Normalised}}
 		detRes := swarm.WorkflowResult{Reward: detReward, IsSuccess: w.Detect.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Detect.Issues, "detection": w.Detection, "detection_score": w.Detect.Normalised}}
 		if e.jointSmall {
 			return []swarm.WorkflowResult{finalRes, detRes}, nil
@@ -76,6 +99,32 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64) swarm.Workflow {
 		roughRes := swarm.WorkflowResult{Reward: q1.Normalised, IsSuccess: q1.Normalised >= 0.5, Metadata: map[string]any{"issues": q1.Issues, "rough": w.Rough}}
 		return []swarm.WorkflowResult{roughRes, detRes, finalRes}, nil
 	}
+}
+
+// trainRewards are the rewards agents 2 and 3 are trained on, given the
+// graded rollout w: by default their graders' scores (the detector's, or
+// the final translation's with e.sharedReward).
+//
+// With e.counterfactual they are difference rewards: what the agent's turn
+// added over doing nothing with the same input ("[]" for the detector, the
+// rough translation unchanged for agent 3). The baselines depend only on
+// the agent's prompt (the rough translation it was given), so they leave
+// the policy gradient unbiased, while removing agent 1's share of the
+// variance from agents 2 and 3's advantages: the repeats of a GRPO group
+// see different rough translations (Wolpert and Tumer 2002's difference
+// rewards; the counterfactual baseline of Foerster et al. 2018, COMA).
+func (e *env) trainRewards(t task, w workflowRun) (det, final float64) {
+	det, final = w.Detect.Normalised, w.Quality.Normalised
+	if e.sharedReward {
+		det = w.Quality.Normalised
+	}
+	if e.counterfactual && !e.jointSmall {
+		final -= e.qg.GradeText(t.En, t.Ref, w.Given, grader.Result{}).Normalised
+		if !e.sharedReward {
+			det -= grader.ProperNounDetectionGrader{}.Grade("[]", truthErrors(t, w.Given)).Normalised
+		}
+	}
+	return det, final
 }
 
 // finalIdx is the index of agent 3's episode (and result) in a rollout:
@@ -93,7 +142,11 @@ func (e *env) beginOptions(taskID string) []swarm.BeginOptions {
 	if e.jointSmall {
 		return []swarm.BeginOptions{{TaskID: taskID}}
 	}
-	return []swarm.BeginOptions{{TaskID: taskID + "/agent1"}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent3"}}
+	final := swarm.BeginOptions{TaskID: taskID + "/agent3"}
+	if e.noTrainFinal {
+		final.Type = swarm.EpisodeEval
+	}
+	return []swarm.BeginOptions{{TaskID: taskID + "/agent1"}, {TaskID: taskID + "/agent2"}, final}
 }
 
 // rlRound runs batch tasks × repeats workflows concurrently (one GRPO group
@@ -106,13 +159,21 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 	var firstErr error
 	n := 0
 	for ti, t := range tasks {
+		var in *groupInputs
+		if e.groupInputs {
+			g, err := e.greedyInputs(ctx, clients, t)
+			if err != nil {
+				return 0, 0, fmt.Errorf("greedy inputs of task %d: %w", ti, err)
+			}
+			in = &g
+		}
 		for k := 0; k < repeats; k++ {
 			wg.Add(1)
 			seed := r.Int64()
 			taskID := fmt.Sprintf("r%d-t%d", round, ti)
 			go func() {
 				defer wg.Done()
-				res, err := swarm.RunWorkflow(ctx, clients, e.beginOptions(taskID), taskID, e.rolloutWorkflow(t, 1.0, seed))
+				res, err := swarm.RunWorkflow(ctx, clients, e.beginOptions(taskID), taskID, e.rolloutWorkflow(t, e.rlTemp, seed, in))
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -122,8 +183,13 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 					}
 					return
 				}
-				small += res[e.finalIdx()].Reward // the final translation's quality
-				large += res[1].Reward
+				// The graders' scores, whatever reward was trained on.
+				small += res[e.finalIdx()].Metadata["quality"].(float64)
+				if e.sharedReward {
+					large += res[1].Reward
+				} else {
+					large += res[1].Metadata["detection_score"].(float64)
+				}
 				n++
 			}()
 		}
@@ -133,6 +199,25 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 		return 0, 0, firstErr
 	}
 	return small / float64(n), large / float64(n), nil
+}
+
+// greedyInputs runs agents 1 and 2 greedily on t in evaluation episodes
+// (never trained on) and returns what agents 2 and 3 see in each repeat of
+// t's rollouts.
+func (e *env) greedyInputs(ctx context.Context, clients []*swarm.Client, t task) (groupInputs, error) {
+	var in groupInputs
+	eval := []swarm.BeginOptions{{Type: swarm.EpisodeEval}, {Type: swarm.EpisodeEval}}
+	_, err := swarm.RunWorkflow(ctx, clients[:2], eval, "greedy", func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
+		var err error
+		if in.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, 0, 0); err != nil {
+			return nil, err
+		}
+		if in.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), clip(in.Rough, e.maxRough)), e.maxTok, 0, 0); err != nil {
+			return nil, err
+		}
+		return []swarm.WorkflowResult{{}, {}}, nil
+	})
+	return in, err
 }
 
 // clip bounds what one agent passes to the next (in runes), so that prompts

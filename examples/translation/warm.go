@@ -372,24 +372,9 @@ func supervise(role string, tr *nn.LMTrainer, from, to, total, batch, maxLen int
 	start := time.Now()
 	var recent []float64
 	for s := from; s < to; s++ {
-		b := make([]nn.SeqExample, 0, batch)
-		for tries := 0; len(b) < batch; tries++ {
-			ex, err := draw()
-			if err != nil {
-				return 0, err
-			}
-			if len(ex.Prompt)+len(ex.Target) > maxLen {
-				if len(ex.Target) > maxLen/2 {
-					if tries > 100*batch {
-						return 0, fmt.Errorf("warm start %s: replies do not fit the context (%d)", role, maxLen)
-					}
-					continue
-				}
-				// Keep the prompt's end (the open assistant turn), as
-				// generation does at inference.
-				ex.Prompt = ex.Prompt[len(ex.Prompt)-(maxLen-len(ex.Target)):]
-			}
-			b = append(b, ex)
+		b, err := drawBatch(draw, batch, maxLen)
+		if err != nil {
+			return 0, fmt.Errorf("warm start %s: %w", role, err)
 		}
 		loss, err := tr.SupervisedStep(b)
 		if err != nil {
@@ -408,6 +393,31 @@ func supervise(role string, tr *nn.LMTrainer, from, to, total, batch, maxLen int
 		mean += l / float64(len(recent))
 	}
 	return mean, nil
+}
+
+// drawBatch draws n examples that fit a context of maxLen tokens: an
+// over-long prompt keeps its end (the open assistant turn), as generation
+// does at inference; an example whose reply alone takes over half the
+// context is drawn again.
+func drawBatch(draw func() (nn.SeqExample, error), n, maxLen int) ([]nn.SeqExample, error) {
+	b := make([]nn.SeqExample, 0, n)
+	for tries := 0; len(b) < n; tries++ {
+		ex, err := draw()
+		if err != nil {
+			return nil, err
+		}
+		if len(ex.Prompt)+len(ex.Target) > maxLen {
+			if len(ex.Target) > maxLen/2 {
+				if tries > 100*n {
+					return nil, fmt.Errorf("replies do not fit the context (%d)", maxLen)
+				}
+				continue
+			}
+			ex.Prompt = ex.Prompt[len(ex.Prompt)-(maxLen-len(ex.Target)):]
+		}
+		b = append(b, ex)
+	}
+	return b, nil
 }
 
 // pickRoughTasks chooses the train tasks agent 1 translates for the warm
@@ -496,17 +506,7 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 		rx[i] = roughEx{T: picked[i], Rough: outs[i]}
 	}
 	logf("warm start small: agent 1 translated %d train sentences (%.1fs)", len(rx), time.Since(st).Seconds())
-	mixed := func() (nn.SeqExample, error) {
-		if len(rx) == 0 || r.Float64() >= cfg.Mix.FinalFrac {
-			return translate()
-		}
-		if r.Float64() < cfg.Mix.Pseudo {
-			return pseudo()
-		}
-		x := rx[r.IntN(len(rx))]
-		rough, corr, target := finalExample(x, g, r, cfg.MaxRough)
-		return roleExample(tok, msgsFinal(x.T.En, rough, corr), target)
-	}
+	mixed := smallExamples(tasks, rx, tok, g, cfg.Mix, cfg.MaxRough, r)
 	loss, err := supervise("small (agents 1+3)", tr, half, cfg.Steps, cfg.Steps, cfg.Batch, cfg.Spec.MaxLen, mixed, logf)
 	if err != nil {
 		return nil, 0, nil, err
@@ -522,6 +522,49 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 		}
 	}
 	return lm, loss, rx, nil
+}
+
+// smallExamples draws the small model's second-phase warm-start examples
+// from r: agent 1 on sentence pairs, and with probability mix.FinalFrac
+// agent 3, on a pseudo-rough text (probability mix.Pseudo) or on one of
+// agent 1's real rough translations rx (finalExample). The RL phase's
+// supervised anchor (-ptx-small) draws from it too.
+func smallExamples(tasks []task, rx []roughEx, tok *tokenizer.Tokenizer, g *corpus.Glossary, mix warmMix, maxRough int, r *rand.Rand) func() (nn.SeqExample, error) {
+	return func() (nn.SeqExample, error) {
+		if len(rx) == 0 || r.Float64() >= mix.FinalFrac {
+			t := tasks[r.IntN(len(tasks))]
+			return roleExample(tok, msgsTranslate(t.En), t.Ref)
+		}
+		if r.Float64() < mix.Pseudo {
+			t := tasks[r.IntN(len(tasks))]
+			rough, corr, target := pseudoFinalExample(tasks, g, r, maxRough)
+			return roleExample(tok, msgsFinal(t.En, rough, corr), target)
+		}
+		x := rx[r.IntN(len(rx))]
+		rough, corr, target := finalExample(x, g, r, maxRough)
+		return roleExample(tok, msgsFinal(x.T.En, rough, corr), target)
+	}
+}
+
+// largeExamples draws the detector's warm-start examples from r: agent 1's
+// rough translations rx, half of them of sentences with glossary terms,
+// labelled with their true terminology errors (detectExample). The RL
+// phase's supervised anchor (-ptx-large) draws from it too.
+func largeExamples(rx []roughEx, tok *tokenizer.Tokenizer, g *corpus.Glossary, maxRough int, r *rand.Rand) func() (nn.SeqExample, error) {
+	var withTerms []roughEx
+	for _, x := range rx {
+		if len(x.T.Terms) > 0 {
+			withTerms = append(withTerms, x)
+		}
+	}
+	return func() (nn.SeqExample, error) {
+		x := rx[r.IntN(len(rx))]
+		if len(withTerms) > 0 && r.IntN(2) == 0 {
+			x = withTerms[r.IntN(len(withTerms))]
+		}
+		en, rough, label := detectExample(x, g, r, maxRough)
+		return roleExample(tok, msgsDetect(en, glossaryHint(g, en), rough), label)
+	}
 }
 
 // warmStartLarge trains (or loads from the cache) the detector (agent 2) on
@@ -551,20 +594,7 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, g *corp
 	r := rand.New(rand.NewPCG(cfg.Seed, 99))
 	// Half the examples come from sentences with glossary terms (where
 	// errors can occur), half from all sentences.
-	var withTerms []roughEx
-	for _, x := range rx {
-		if len(x.T.Terms) > 0 {
-			withTerms = append(withTerms, x)
-		}
-	}
-	draw := func() (nn.SeqExample, error) {
-		x := rx[r.IntN(len(rx))]
-		if len(withTerms) > 0 && r.IntN(2) == 0 {
-			x = withTerms[r.IntN(len(withTerms))]
-		}
-		en, rough, label := detectExample(x, g, r, cfg.MaxRough)
-		return roleExample(tok, msgsDetect(en, glossaryHint(g, en), rough), label)
-	}
+	draw := largeExamples(rx, tok, g, cfg.MaxRough, r)
 	loss, err := supervise("large (agent 2)", tr, 0, cfg.Steps, cfg.Steps, cfg.Batch, cfg.Spec.MaxLen, draw, logf)
 	if err != nil {
 		return nil, 0, err
