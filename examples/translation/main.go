@@ -46,6 +46,9 @@ type env struct {
 	// noTrainFinal makes agent 3's episodes evaluation episodes: the
 	// small model learns from agent 1's turns only.
 	noTrainFinal bool
+	// noTrainRough makes agent 1's episodes evaluation episodes: the small
+	// model learns from agent 3's turns only.
+	noTrainRough bool
 	// groupInputs makes each GRPO group of agents 2 and 3 share its
 	// prompt: the greedy outputs of the agents before them (groupInputs).
 	groupInputs bool
@@ -77,7 +80,7 @@ type options struct {
 	entropy                         float64
 	counterfactual                  bool
 	rlTemp                          float64
-	noTrainFinal                    bool
+	noTrainFinal, noTrainRough      bool
 	ptxSmall, ptxLarge              int
 	groupInputs                     bool
 	selectEvery, selectN            int
@@ -132,6 +135,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.counterfactual, "counterfactual", false, "train agents 2 and 3 on difference rewards: grader score minus that of doing nothing with the same input (\"[]\"; the rough translation unchanged)")
 	fs.Float64Var(&o.rlTemp, "rl-temp", 1, "sampling temperature of the RL rollouts")
 	fs.BoolVar(&o.noTrainFinal, "no-train-final", false, "agent 3's turns are not trained on (evaluation episodes): the small model learns from agent 1's turns alone")
+	fs.BoolVar(&o.noTrainRough, "no-train-rough", false, "agent 1's turns are not trained on (evaluation episodes): the small model learns from agent 3's turns alone")
 	fs.IntVar(&o.ptxSmall, "ptx-small", 0, "after each GRPO update of the small model, one supervised step on this many warm-start examples (PPO-ptx; 0: none)")
 	fs.IntVar(&o.ptxLarge, "ptx-large", 0, "after each GRPO update of the larger model, one supervised step on this many warm-start examples (PPO-ptx; 0: none)")
 	fs.BoolVar(&o.groupInputs, "group-inputs", false, "the repeats of a task give agents 2 and 3 the same input, agents 1 and 2's greedy outputs, so each GRPO group shares its prompt (agent 1 still samples its own)")
@@ -234,7 +238,10 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, sharedReward: o.sharedReward, jointSmall: o.jointSmall, counterfactual: o.counterfactual, rlTemp: o.rlTemp, noTrainFinal: o.noTrainFinal, groupInputs: o.groupInputs}
+	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, sharedReward: o.sharedReward, jointSmall: o.jointSmall, counterfactual: o.counterfactual, rlTemp: o.rlTemp, noTrainFinal: o.noTrainFinal, noTrainRough: o.noTrainRough, groupInputs: o.groupInputs}
+	if o.noTrainFinal && o.noTrainRough {
+		return nil, errors.New("-no-train-final and -no-train-rough together leave the small model nothing to train on")
+	}
 	if o.groupInputs && o.jointSmall {
 		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
 	}
@@ -290,7 +297,7 @@ func run(o options) (*report, error) {
 		for i, m := range []swarm.Model{ms, ml} {
 			cfg := swarm.DefaultTrainConfig()
 			cfg.BatchSize, cfg.NumRepeat, cfg.MaxStaleness = o.batch, o.repeats, 1
-			if i == 0 && !o.jointSmall && !o.noTrainFinal {
+			if i == 0 && !o.jointSmall && !o.noTrainFinal && !o.noTrainRough {
 				cfg.BatchSize = 2 * o.batch // a group for agent 1 and one for agent 3 per task
 			}
 			cfg.MaxResponseTokens = e.maxTok + 16

@@ -64,7 +64,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 	}
 	out := t.TempDir()
 	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out, "-counterfactual", "-group-inputs",
-		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7"})
+		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough"})
 	if err != nil {
 		t.Fatal(err)
 	}

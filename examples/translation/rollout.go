@@ -146,7 +146,11 @@ func (e *env) beginOptions(taskID string) []swarm.BeginOptions {
 	if e.noTrainFinal {
 		final.Type = swarm.EpisodeEval
 	}
-	return []swarm.BeginOptions{{TaskID: taskID + "/agent1"}, {TaskID: taskID + "/agent2"}, final}
+	rough := swarm.BeginOptions{TaskID: taskID + "/agent1"}
+	if e.noTrainRough {
+		rough.Type = swarm.EpisodeEval
+	}
+	return []swarm.BeginOptions{rough, {TaskID: taskID + "/agent2"}, final}
 }
 
 // rlRound runs batch tasks × repeats workflows concurrently (one GRPO group
