@@ -180,15 +180,7 @@ func SoftmaxCrossEntropy(labels []int) func(out [][]float32) (float64, [][]float
 				loss = math.NaN()
 				continue
 			}
-			m := math.Inf(-1)
-			for _, v := range row {
-				m = max(m, float64(v))
-			}
-			var z float64
-			for _, v := range row {
-				z += math.Exp(float64(v) - m)
-			}
-			lz := m + math.Log(z)
+			lz := logSumExp32(row)
 			loss -= (float64(row[labels[i]]) - lz) / n
 			for j, v := range row {
 				g[j] = float32(math.Exp(float64(v)-lz) / n)

@@ -31,6 +31,12 @@ type env struct {
 	// maxRough and maxDet bound (in runes) the rough translation and the
 	// detector's JSON passed to the next agent.
 	maxRough, maxDet int
+	rolloutOptions
+}
+
+// rolloutOptions are the command-line choices the RL rollouts read: how
+// episodes are laid out and what each agent is rewarded with.
+type rolloutOptions struct {
 	// sharedReward gives agent 2 the final translation's quality reward
 	// instead of its own detection reward (the sweep's second arm).
 	sharedReward bool
@@ -66,25 +72,21 @@ type options struct {
 	ports, servers, out             string
 	evalN, maxEn, maxZh             int
 	seed, rlSeed                    uint64
-	sharedReward, jointSmall        bool
-	sweep                           bool
-	cacheDir                        string // warm-start cache; default <out>/cache
-	finalFrac, pseudo               float64
-	copySteps                       int
-	roughTasks                      int
-	smallCopy, largeCopy            int
-	profile                         string
-	hardFrac                        float64
-	evalSplit                       string
-	noStd                           bool
-	entropy                         float64
-	counterfactual                  bool
-	rlTemp                          float64
-	noTrainFinal, noTrainRough      bool
-	ptxSmall, ptxLarge              int
-	groupInputs                     bool
-	selectEvery, selectN            int
-	anchorSelf                      int
+	rolloutOptions
+	sweep                bool
+	cacheDir             string // warm-start cache; default <out>/cache
+	finalFrac, pseudo    float64
+	copySteps            int
+	roughTasks           int
+	smallCopy, largeCopy int
+	profile              string
+	hardFrac             float64
+	evalSplit            string
+	noStd                bool
+	entropy              float64
+	ptxSmall, ptxLarge   int
+	selectEvery, selectN int
+	anchorSelf           int
 	// settings lists every flag's value after parsing (for the report).
 	settings string
 }
@@ -208,6 +210,12 @@ func logf(f string, a ...any) {
 }
 
 func run(o options) (*report, error) {
+	if o.noTrainFinal && o.noTrainRough {
+		return nil, errors.New("-no-train-final and -no-train-rough together leave the small model nothing to train on")
+	}
+	if o.groupInputs && o.jointSmall {
+		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
+	}
 	d, err := corpus.Load()
 	if err != nil {
 		return nil, err
@@ -238,13 +246,7 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, sharedReward: o.sharedReward, jointSmall: o.jointSmall, counterfactual: o.counterfactual, rlTemp: o.rlTemp, noTrainFinal: o.noTrainFinal, noTrainRough: o.noTrainRough, groupInputs: o.groupInputs}
-	if o.noTrainFinal && o.noTrainRough {
-		return nil, errors.New("-no-train-final and -no-train-rough together leave the small model nothing to train on")
-	}
-	if o.groupInputs && o.jointSmall {
-		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
-	}
+	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, rolloutOptions: o.rolloutOptions}
 	cache := o.cacheDir
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
@@ -279,15 +281,14 @@ func run(o options) (*report, error) {
 	var servers []*swarm.Server
 	if local {
 		// The supervised anchors draw from their own random streams.
-		ms := newLMModel("small", small, tok, o.rlLR, o.klSmall, o.grpo()).
-			withAnchor(smallExamples(train, roughs, tok, d.Glossary, mix, e.maxRough, rand.New(rand.NewPCG(rlSeed, 71))), o.ptxSmall)
+		anchor, anchorN := smallExamples(train, roughs, tok, d.Glossary, mix, e.maxRough, rand.New(rand.NewPCG(rlSeed, 71))), o.ptxSmall
 		if o.anchorSelf > 0 {
-			draw, err := selfAnchor(e, small, roughs, 512, rand.New(rand.NewPCG(rlSeed, 73)))
-			if err != nil {
+			if anchor, err = selfAnchor(e, small, roughs, 512, rand.New(rand.NewPCG(rlSeed, 73))); err != nil {
 				return nil, err
 			}
-			ms.withAnchor(draw, o.anchorSelf)
+			anchorN = o.anchorSelf
 		}
+		ms := newLMModel("small", small, tok, o.rlLR, o.klSmall, o.grpo()).withAnchor(anchor, anchorN)
 		ml := newLMModel("large", large, tok, o.rlLR, o.klLarge, o.grpo()).
 			withAnchor(largeExamples(roughs, tok, d.Glossary, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge)
 		ports := strings.Split(o.ports, ",")

@@ -26,7 +26,6 @@ type lmModel struct {
 	end  int
 	opt  nn.Optimizer
 	pol  *policies.LM
-	tr   *nn.LMTrainer // pol's trainer
 	grpo *rl.GRPO
 	// anchor draws supervised warm-start examples; after each GRPO update
 	// Train takes one supervised step on anchorN of them (0: none).
@@ -48,14 +47,14 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlLR, klCoef f
 		cfg.Ref = policies.NewLM(ref, nn.NewLMTrainer(ref, nn.NewAdamW(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32}))
 		cfg.KLCoef = klCoef
 	}
-	tr := nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
 	return &lmModel{name: name, lm: lm, tok: tok, end: tok.MustSpecialID(tokenizer.End), opt: opt,
-		grpo: rl.NewGRPO(cfg), tr: tr, pol: policies.NewLM(lm, tr), rlLR: rlLR}
+		grpo: rl.NewGRPO(cfg), rlLR: rlLR,
+		pol: policies.NewLM(lm, nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32}))}
 }
 
 // withAnchor mixes supervised steps into RL training: after each GRPO
-// update, one step of next-token loss on n examples from draw (the
-// warm-start data), with the same optimizer. This is the "PPO-ptx" mix of
+// update, one step of next-token loss on n examples from draw (warm-start
+// data, or the model's own replies). This is the "PPO-ptx" mix of
 // Ouyang et al. 2022 ("Training language models to follow instructions
 // with human feedback", arXiv:2203.02155), there against the drift of
 // abilities that the RL reward does not measure; here the small model's
@@ -67,7 +66,7 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlLR, klCoef f
 // are far larger than the policy-gradient ones, by the wrong second moments.
 func (m *lmModel) withAnchor(draw func() (nn.SeqExample, error), n int) *lmModel {
 	m.anchor, m.anchorN = draw, n
-	if n > 0 && m.anchorTr == nil {
+	if n > 0 && draw != nil && m.anchorTr == nil {
 		m.anchorTr = nn.NewLMTrainer(m.lm, nn.NewAdamW(nn.Constant(m.rlLR), 0), nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
 	}
 	return m
@@ -157,7 +156,7 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 		return nil, err
 	}
 	out := st.Map()
-	if m.anchorN > 0 && m.anchor != nil {
+	if m.anchorTr != nil {
 		b, err := drawBatch(m.anchor, m.anchorN, m.lm.Config.MaxLen)
 		if err != nil {
 			return nil, fmt.Errorf("%s: supervised anchor: %w", m.name, err)

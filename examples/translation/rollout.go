@@ -187,7 +187,9 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 					}
 					return
 				}
-				// The graders' scores, whatever reward was trained on.
+				// The graders' scores, not the difference rewards of
+				// -counterfactual; with -shared-reward the larger model's
+				// reward is the final translation's quality.
 				small += res[e.finalIdx()].Metadata["quality"].(float64)
 				if e.sharedReward {
 					large += res[1].Reward
