@@ -47,8 +47,9 @@ type rolloutOptions struct {
 	// grader's score minus the score of doing nothing with the same input
 	// ("[]" for the detector, the rough translation unchanged for agent 3).
 	counterfactual bool
-	// rlTemp is the sampling temperature of the RL rollouts.
-	rlTemp float64
+	// rlTemp is the sampling temperature of the RL rollouts; rlTempLarge
+	// that of agent 2's turns (negative: rlTemp).
+	rlTemp, rlTempLarge float64
 	// noTrainFinal makes agent 3's episodes evaluation episodes: the
 	// small model learns from agent 1's turns only.
 	noTrainFinal bool
@@ -68,6 +69,8 @@ type options struct {
 	largeWarmSteps                  int
 	learnedPos                      bool
 	warmLR, rlLR, klSmall, klLarge  float64
+	rlOpt, rlOptLarge               string
+	rlLRLarge                       float64
 	steps, batch, repeats           int
 	ports, servers, out             string
 	evalN, maxEn, maxZh             int
@@ -110,6 +113,9 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.warmBatch, "warm-batch", 16, "warm-start batch size")
 	fs.Float64Var(&o.warmLR, "warm-lr", 3e-3, "warm-start peak learning rate")
 	fs.Float64Var(&o.rlLR, "rl-lr", 1e-4, "GRPO learning rate")
+	fs.StringVar(&o.rlOpt, "rl-opt", "adamw", "optimizer of the GRPO steps: adamw, or sgd (plain SGD: steps in proportion to the gradient)")
+	fs.StringVar(&o.rlOptLarge, "rl-opt-large", "", "optimizer of the larger model's GRPO steps (empty: -rl-opt)")
+	fs.Float64Var(&o.rlLRLarge, "rl-lr-large", -1, "GRPO learning rate of the larger model (negative: -rl-lr)")
 	fs.Float64Var(&o.klSmall, "kl-small", 0.2, "GRPO KL penalty (β, k3 estimator) of the small model to its warm start")
 	fs.Float64Var(&o.klLarge, "kl-large", 0.1, "GRPO KL penalty (β, k3 estimator) of the larger model to its warm start")
 	fs.IntVar(&o.steps, "steps", 30, "GRPO steps per server")
@@ -136,6 +142,7 @@ func parseOptions(args []string) (options, error) {
 	fs.Float64Var(&o.entropy, "entropy", 0, "GRPO entropy bonus coefficient of both models")
 	fs.BoolVar(&o.counterfactual, "counterfactual", false, "train agents 2 and 3 on difference rewards: grader score minus that of doing nothing with the same input (\"[]\"; the rough translation unchanged)")
 	fs.Float64Var(&o.rlTemp, "rl-temp", 1, "sampling temperature of the RL rollouts")
+	fs.Float64Var(&o.rlTempLarge, "rl-temp-large", -1, "sampling temperature of agent 2's turns in the RL rollouts (negative: -rl-temp)")
 	fs.BoolVar(&o.noTrainFinal, "no-train-final", false, "agent 3's turns are not trained on (evaluation episodes): the small model learns from agent 1's turns alone")
 	fs.BoolVar(&o.noTrainRough, "no-train-rough", false, "agent 1's turns are not trained on (evaluation episodes): the small model learns from agent 3's turns alone")
 	fs.IntVar(&o.ptxSmall, "ptx-small", 0, "after each GRPO update of the small model, one supervised step on this many warm-start examples (PPO-ptx; 0: none)")
@@ -216,6 +223,17 @@ func run(o options) (*report, error) {
 	if o.groupInputs && o.jointSmall {
 		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
 	}
+	if o.rlOptLarge == "" {
+		o.rlOptLarge = o.rlOpt
+	}
+	if o.rlLRLarge < 0 {
+		o.rlLRLarge = o.rlLR
+	}
+	for _, v := range []string{o.rlOpt, o.rlOptLarge} {
+		if v != "adamw" && v != "sgd" {
+			return nil, fmt.Errorf("-rl-opt and -rl-opt-large want adamw or sgd, got %q", v)
+		}
+	}
 	d, err := corpus.Load()
 	if err != nil {
 		return nil, err
@@ -288,8 +306,8 @@ func run(o options) (*report, error) {
 			}
 			anchorN = o.anchorSelf
 		}
-		ms := newLMModel("small", small, tok, o.rlLR, o.klSmall, o.grpo()).withAnchor(anchor, anchorN)
-		ml := newLMModel("large", large, tok, o.rlLR, o.klLarge, o.grpo()).
+		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, o.grpo()).withAnchor(anchor, anchorN)
+		ml := newLMModel("large", large, tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, o.grpo()).
 			withAnchor(largeExamples(roughs, tok, d.Glossary, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge)
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {
@@ -390,8 +408,14 @@ func run(o options) (*report, error) {
 		}
 		rep.steps = append(rep.steps, stepRow{Step: step + 1, RewardSmall: rs, RewardLarge: rl, GlobalSmall: gs[0], GlobalLarge: gs[1], Seconds: time.Since(st).Seconds()})
 		bar.Add(1)
-		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d) | reward large %.3f (server step %d)\n",
-			time.Since(t0).Seconds(), step+1, rs, gs[0], rl, gs[1])
+		var gn [2]float64
+		if local {
+			for i, s := range servers {
+				gn[i] = s.LastTrainStats()["grad_norm"]
+			}
+		}
+		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g)\n",
+			time.Since(t0).Seconds(), step+1, rs, gs[0], gn[0], rl, gs[1], gn[1])
 		if local && o.selectEvery > 0 && ((step+1)%o.selectEvery == 0 || step+1 == o.steps) {
 			// Both servers are idle between rounds: no episode is open.
 			if err := sel.check(step + 1); err != nil {

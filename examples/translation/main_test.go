@@ -64,7 +64,8 @@ func TestQuickRunRLVariants(t *testing.T) {
 	}
 	out := t.TempDir()
 	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out, "-counterfactual", "-group-inputs",
-		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough"})
+		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough",
+		"-rl-temp-large", "0.5", "-rl-opt", "sgd", "-rl-lr", "0.05", "-rl-opt-large", "adamw", "-rl-lr-large", "1e-4"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +83,33 @@ func TestQuickRunRLVariants(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
-	for _, want := range []string{"Checkpoint selection", "-group-inputs=true"} {
+	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "-rl-opt=sgd", "-rl-temp-large=0.5"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// TestRunRejectsBadFlags checks that conflicting or unknown RL-phase options
+// are refused with an error naming them, before any data is loaded.
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-no-train-final", "-no-train-rough"}, "-no-train-rough"},
+		{[]string{"-group-inputs", "-joint-small"}, "-joint-small"},
+		{[]string{"-rl-opt", "adam"}, `"adam"`},
+		{[]string{"-rl-opt-large", "lion"}, `"lion"`},
+	} {
+		o, err := parseOptions(append([]string{"-quick", "-out", t.TempDir()}, tc.args...))
+		if err != nil {
+			t.Fatalf("%v: parse: %v", tc.args, err)
+		}
+		o.applyQuick()
+		_, err = run(o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
 		}
 	}
 }

@@ -40,8 +40,11 @@ type lmModel struct {
 // newLMModel wraps lm for a swarm server, trained by GRPO with cfg. With
 // klCoef > 0, GRPO adds the k3 KL penalty to a frozen copy of lm as it is
 // now (the warm start).
-func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlLR, klCoef float64, cfg rl.GRPOConfig) *lmModel {
-	opt := nn.NewAdamW(nn.Constant(rlLR), 0)
+func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlOpt string, rlLR, klCoef float64, cfg rl.GRPOConfig) *lmModel {
+	var opt nn.Optimizer = nn.NewAdamW(nn.Constant(rlLR), 0)
+	if rlOpt == "sgd" {
+		opt = nn.NewSGD(nn.Constant(rlLR), 0)
+	}
 	if klCoef > 0 {
 		ref := frozenCopy(lm) // never stepped: its trainer only computes log-probabilities
 		cfg.Ref = policies.NewLM(ref, nn.NewLMTrainer(ref, nn.NewAdamW(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32}))

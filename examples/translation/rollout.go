@@ -77,7 +77,11 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs)
 		if in != nil {
 			w.Given = clip(in.Rough, e.maxRough)
 		}
-		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), w.Given), e.maxTok, temp, seed+1); err != nil {
+		tempLarge := temp
+		if e.rlTempLarge >= 0 {
+			tempLarge = e.rlTempLarge
+		}
+		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), w.Given), e.maxTok, tempLarge, seed+1); err != nil {
 			return nil, err
 		}
 		det := w.Detection
