@@ -112,13 +112,13 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.largeWarmSteps, "large-warm-steps", 1000, "supervised warm-start steps of the larger model (agent 2)")
 	fs.IntVar(&o.warmBatch, "warm-batch", 16, "warm-start batch size")
 	fs.Float64Var(&o.warmLR, "warm-lr", 3e-3, "warm-start peak learning rate")
-	fs.Float64Var(&o.rlLR, "rl-lr", 1e-4, "GRPO learning rate")
-	fs.StringVar(&o.rlOpt, "rl-opt", "adamw", "optimizer of the GRPO steps: adamw, or sgd (plain SGD: steps in proportion to the gradient)")
+	fs.Float64Var(&o.rlLR, "rl-lr", -1, "GRPO learning rate of the small model (negative: the optimizer's default, 0.05 for sgd, 1e-4 for adamw)")
+	fs.StringVar(&o.rlOpt, "rl-opt", "sgd", "optimizer of the GRPO steps: sgd (plain SGD: steps in proportion to the gradient), or adamw")
 	fs.StringVar(&o.rlOptLarge, "rl-opt-large", "", "optimizer of the larger model's GRPO steps (empty: -rl-opt)")
-	fs.Float64Var(&o.rlLRLarge, "rl-lr-large", -1, "GRPO learning rate of the larger model (negative: -rl-lr)")
+	fs.Float64Var(&o.rlLRLarge, "rl-lr-large", -1, "GRPO learning rate of the larger model (negative: the optimizer's default, 0.1 for sgd, 1e-4 for adamw)")
 	fs.Float64Var(&o.klSmall, "kl-small", 0.2, "GRPO KL penalty (β, k3 estimator) of the small model to its warm start")
 	fs.Float64Var(&o.klLarge, "kl-large", 0.1, "GRPO KL penalty (β, k3 estimator) of the larger model to its warm start")
-	fs.IntVar(&o.steps, "steps", 30, "GRPO steps per server")
+	fs.IntVar(&o.steps, "steps", 100, "GRPO steps per server")
 	fs.IntVar(&o.batch, "batch", 4, "tasks per GRPO step")
 	fs.IntVar(&o.repeats, "repeats", 4, "episodes per task (GRPO group size)")
 	fs.StringVar(&o.ports, "ports", "10086,10087", "ports of the small and larger model's servers")
@@ -140,11 +140,11 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.evalSplit, "eval-split", "test", "split the report evaluates: test, or val (for choosing settings without looking at the test split)")
 	fs.BoolVar(&o.noStd, "no-std", false, "GRPO advantages r − mean without the group-std division (Dr. GRPO, Liu et al. 2025)")
 	fs.Float64Var(&o.entropy, "entropy", 0, "GRPO entropy bonus coefficient of both models")
-	fs.BoolVar(&o.counterfactual, "counterfactual", false, "train agents 2 and 3 on difference rewards: grader score minus that of doing nothing with the same input (\"[]\"; the rough translation unchanged)")
+	fs.BoolVar(&o.counterfactual, "counterfactual", true, "train agents 2 and 3 on difference rewards: grader score minus that of doing nothing with the same input (\"[]\"; the rough translation unchanged)")
 	fs.Float64Var(&o.rlTemp, "rl-temp", 1, "sampling temperature of the RL rollouts")
-	fs.Float64Var(&o.rlTempLarge, "rl-temp-large", -1, "sampling temperature of agent 2's turns in the RL rollouts (negative: -rl-temp)")
+	fs.Float64Var(&o.rlTempLarge, "rl-temp-large", 0.5, "sampling temperature of agent 2's turns in the RL rollouts (negative: -rl-temp)")
 	fs.BoolVar(&o.noTrainFinal, "no-train-final", false, "agent 3's turns are not trained on (evaluation episodes): the small model learns from agent 1's turns alone")
-	fs.BoolVar(&o.noTrainRough, "no-train-rough", false, "agent 1's turns are not trained on (evaluation episodes): the small model learns from agent 3's turns alone")
+	fs.BoolVar(&o.noTrainRough, "no-train-rough", true, "agent 1's turns are not trained on (evaluation episodes): the small model learns from agent 3's turns alone (-no-train-rough=false: from both)")
 	fs.IntVar(&o.ptxSmall, "ptx-small", 0, "after each GRPO update of the small model, one supervised step on this many warm-start examples (PPO-ptx; 0: none)")
 	fs.IntVar(&o.ptxLarge, "ptx-large", 0, "after each GRPO update of the larger model, one supervised step on this many warm-start examples (PPO-ptx; 0: none)")
 	fs.BoolVar(&o.groupInputs, "group-inputs", false, "the repeats of a task give agents 2 and 3 the same input, agents 1 and 2's greedy outputs, so each GRPO group shares its prompt (agent 1 still samples its own)")
@@ -210,6 +210,20 @@ func (o *options) applyQuick() {
 	o.smallCopy, o.largeCopy = min(o.smallCopy, 8), min(o.largeCopy, 8)
 }
 
+// defaultRLLR is lr, or where it is negative the default GRPO learning rate
+// of optimizer opt: sgd for plain SGD (chosen on the validation split,
+// notes/translation.md R13), 1e-4 for AdamW (R11).
+func defaultRLLR(lr float64, opt string, sgd float64) float64 {
+	switch {
+	case lr >= 0:
+		return lr
+	case opt == "sgd":
+		return sgd
+	default:
+		return 1e-4
+	}
+}
+
 var t0 = time.Now()
 
 func logf(f string, a ...any) {
@@ -218,7 +232,7 @@ func logf(f string, a ...any) {
 
 func run(o options) (*report, error) {
 	if o.noTrainFinal && o.noTrainRough {
-		return nil, errors.New("-no-train-final and -no-train-rough together leave the small model nothing to train on")
+		return nil, errors.New("-no-train-final and -no-train-rough (on by default) together leave the small model nothing to train on: add -no-train-rough=false")
 	}
 	if o.groupInputs && o.jointSmall {
 		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
@@ -226,14 +240,13 @@ func run(o options) (*report, error) {
 	if o.rlOptLarge == "" {
 		o.rlOptLarge = o.rlOpt
 	}
-	if o.rlLRLarge < 0 {
-		o.rlLRLarge = o.rlLR
-	}
 	for _, v := range []string{o.rlOpt, o.rlOptLarge} {
 		if v != "adamw" && v != "sgd" {
 			return nil, fmt.Errorf("-rl-opt and -rl-opt-large want adamw or sgd, got %q", v)
 		}
 	}
+	o.rlLR = defaultRLLR(o.rlLR, o.rlOpt, 0.05)
+	o.rlLRLarge = defaultRLLR(o.rlLRLarge, o.rlOptLarge, 0.1)
 	d, err := corpus.Load()
 	if err != nil {
 		return nil, err

@@ -54,18 +54,19 @@ func TestQuickRun(t *testing.T) {
 	}
 }
 
-// TestQuickRunRLVariants runs -quick with the RL-phase options that are off
-// by default: difference rewards, shared group inputs, supervised anchors
-// (the self-distilled one on the small model, warm-start data on the larger),
-// another sampling temperature and checkpoint selection.
+// TestQuickRunRLVariants runs -quick with the RL-phase options that differ
+// from the defaults: shared group inputs, supervised anchors (the
+// self-distilled one on the small model, warm-start data on the larger),
+// other sampling temperatures, AdamW on the small model, agent 1's turns
+// trained, the graders' own scores as rewards and checkpoint selection.
 func TestQuickRunRLVariants(t *testing.T) {
 	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
 		t.Skip(err)
 	}
 	out := t.TempDir()
-	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out, "-counterfactual", "-group-inputs",
-		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough",
-		"-rl-temp-large", "0.5", "-rl-opt", "sgd", "-rl-lr", "0.05", "-rl-opt-large", "adamw", "-rl-lr-large", "1e-4"})
+	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out, "-counterfactual=false", "-group-inputs",
+		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough=false",
+		"-rl-temp-large", "-1", "-rl-opt", "adamw", "-rl-opt-large", "sgd", "-rl-lr-large", "0.05"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
-	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "-rl-opt=sgd", "-rl-temp-large=0.5"} {
+	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "small model adamw lr 0.0001", "larger model sgd lr 0.05", "rollout temperature 0.8 (agent 2: 0.8)"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -97,7 +98,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-no-train-final", "-no-train-rough"}, "-no-train-rough"},
+		{[]string{"-no-train-final"}, "-no-train-rough=false"},
 		{[]string{"-group-inputs", "-joint-small"}, "-joint-small"},
 		{[]string{"-rl-opt", "adam"}, `"adam"`},
 		{[]string{"-rl-opt-large", "lion"}, `"lion"`},
@@ -110,6 +111,18 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		_, err = run(o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestDefaultRLLR(t *testing.T) {
+	for _, c := range []struct {
+		lr   float64
+		opt  string
+		want float64
+	}{{-1, "sgd", 0.05}, {-1, "adamw", 1e-4}, {0, "sgd", 0}, {3e-5, "adamw", 3e-5}, {0.2, "sgd", 0.2}} {
+		if got := defaultRLLR(c.lr, c.opt, 0.05); got != c.want {
+			t.Errorf("defaultRLLR(%v, %q) = %v, want %v", c.lr, c.opt, got, c.want)
 		}
 	}
 }
@@ -246,7 +259,7 @@ func TestGlossaryHint(t *testing.T) {
 }
 
 // TestTrainRewards checks the rewards agents 2 and 3 train on: the graders'
-// scores by default; with -counterfactual, the gain over doing nothing, so
+// scores with -counterfactual=false; with -counterfactual (the default), the gain over doing nothing, so
 // that copying the rough translation and answering "[]" earn exactly 0,
 // fixing the error earns more and a false alarm less.
 func TestTrainRewards(t *testing.T) {

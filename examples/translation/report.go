@@ -78,6 +78,12 @@ func (r *report) write(dir string) error {
 	o := r.opts
 	fmt.Fprintf(&b, "# Translation workflow report\n\n")
 	fmt.Fprintf(&b, "Settings (every flag; -quick overrides sizes and steps): `%s`\n\n", o.settings)
+	tl := o.rlTemp
+	if o.rlTempLarge >= 0 {
+		tl = o.rlTempLarge
+	}
+	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g, KL β %g; rollout temperature %g (agent 2: %g).\n\n",
+		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, o.klLarge, o.rlTemp, tl)
 	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"
@@ -124,7 +130,7 @@ func (r *report) write(dir string) error {
 	for _, ex := range r.flowAfter.Examples {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", esc(ex[0]), esc(ex[1]), esc(ex[2]), esc(ex[3]), esc(ex[4]))
 	}
-	fmt.Fprintf(&b, "\n## GRPO steps (training reward, sampled at temperature 1)\n\n![rewards](rewards.png)\n\n| step | reward small | server step | reward large | server step | seconds |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\n## GRPO steps (training reward of the sampled rollouts)\n\n![rewards](rewards.png)\n\n| step | reward small | server step | reward large | server step | seconds |\n|---|---|---|---|---|---|\n")
 	for _, s := range r.steps {
 		fmt.Fprintf(&b, "| %d | %.4f | %d | %.4f | %d | %.1f |\n", s.Step, s.RewardSmall, s.GlobalSmall, s.RewardLarge, s.GlobalLarge, s.Seconds)
 	}
