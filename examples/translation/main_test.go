@@ -293,3 +293,39 @@ func TestTrainRewards(t *testing.T) {
 		t.Errorf("a false alarm on a clean translation earns the detector %v (want < 0) and a copy %v (want 0)", d, f)
 	}
 }
+
+// TestQuickSweep runs the research script at -quick size: both arms from one
+// warm-start cache, a Markdown report naming both and a plot.
+func TestQuickSweep(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	out := t.TempDir()
+	o := quickOptions(t, out)
+	o.sweep = true
+	if err := sweep(o); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "sweep.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| independent rewards |", "| shared final-quality reward |", "![sweep](sweep.png)"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("sweep.md lacks %q:\n%s", want, b)
+		}
+	}
+	for _, f := range []string{"sweep.png", "arm0/report.md", "arm1/report.md"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing: %v", f, err)
+		}
+	}
+	b, _ = os.ReadFile(filepath.Join(out, "arm1", "report.md"))
+	if !strings.Contains(string(b), "agent 2 rewarded by the final translation's quality") {
+		t.Errorf("arm 1's report does not record the shared reward")
+	}
+	b, _ = os.ReadFile(filepath.Join(out, "arm0", "report.md"))
+	if !strings.Contains(string(b), "agent 2 rewarded by its own detection grader") {
+		t.Errorf("arm 0's report does not record the independent reward")
+	}
+}

@@ -77,13 +77,17 @@ func (r *report) write(dir string) error {
 	var b strings.Builder
 	o := r.opts
 	fmt.Fprintf(&b, "# Translation workflow report\n\n")
-	fmt.Fprintf(&b, "Settings (every flag; -quick overrides sizes and steps): `%s`\n\n", o.settings)
+	fmt.Fprintf(&b, "Settings (every flag as given; -quick overrides sizes and steps, -sweep sets -shared-reward per arm): `%s`\n\n", o.settings)
 	tl := o.rlTemp
 	if o.rlTempLarge >= 0 {
 		tl = o.rlTempLarge
 	}
-	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g, KL β %g; rollout temperature %g (agent 2: %g).\n\n",
-		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, o.klLarge, o.rlTemp, tl)
+	det := "its own detection grader"
+	if o.sharedReward {
+		det = "the final translation's quality (shared reward)"
+	}
+	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g, KL β %g; rollout temperature %g (agent 2: %g); agent 2 rewarded by %s; difference rewards %v; agent 1's turns trained %v.\n\n",
+		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, o.klLarge, o.rlTemp, tl, det, o.counterfactual, o.jointSmall || !o.noTrainRough)
 	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"
