@@ -35,6 +35,11 @@ type metrics struct {
 	// those sentences (does agent 3's rewrite help where there is an error?).
 	OracleErrN                     int
 	OracleErrRough, OracleErrFinal float64
+	// Gain* split the workflow's chrF minus agent 1 alone's, the mean over
+	// all sentences of chrF(final) − chrF(rough), by what agent 2 said:
+	// "[]", corrections without a false alarm, or with one (or invalid
+	// JSON). The three add up to the difference of the two rows.
+	GainEmpty, GainTrue, GainFalse float64
 	placeholderSentence            int
 	// Examples are the first few test sentences through the workflow.
 	Examples [][5]string // source, reference, rough, detection, final output
@@ -159,6 +164,15 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		}
 		flow.Quality += e.qg.Grade(t.En, t.Ref, fin[i]).Normalised - e.qg.GradeText(t.En, t.Ref, final, grader.Result{}).Normalised
 		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truthErrors(t, rough[i]))
+		gain := grader.ChrF(final, t.Ref) - grader.ChrF(rough[i], t.Ref)
+		switch {
+		case strings.TrimSpace(det[i]) == "[]":
+			flow.GainEmpty += gain
+		case d.Parts["fp"] == 0 && d.Parts["json_valid"] == 1:
+			flow.GainTrue += gain
+		default:
+			flow.GainFalse += gain
+		}
 		flow.Detection += d.Normalised
 		flow.JSONValid += d.Parts["json_valid"]
 		tp += d.Parts["tp"]
@@ -184,6 +198,9 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	finish(&oracle)
 	flow.OracleChrF, flow.OracleTermAcc = oracle.ChrF, oracle.TermAcc
 	flow.Fidelity /= float64(len(tasks))
+	flow.GainEmpty /= float64(len(tasks))
+	flow.GainTrue /= float64(len(tasks))
+	flow.GainFalse /= float64(len(tasks))
 	if flow.OracleErrN > 0 {
 		flow.OracleErrRough /= float64(flow.OracleErrN)
 		flow.OracleErrFinal /= float64(flow.OracleErrN)

@@ -52,6 +52,13 @@ func TestQuickRun(t *testing.T) {
 	if !strings.Contains(string(b), "workflow after RL") {
 		t.Error("report lacks the after-RL row")
 	}
+	// The chrF gain split adds up to the difference of the two rows.
+	for _, c := range []struct{ alone, flow metrics }{{rep.aloneBefore, rep.flowBefore}, {rep.aloneAfter, rep.flowAfter}} {
+		sum := c.flow.GainEmpty + c.flow.GainTrue + c.flow.GainFalse
+		if d := sum - (c.flow.ChrF - c.alone.ChrF); d > 1e-9 || d < -1e-9 {
+			t.Errorf("chrF gains sum to %v, rows differ by %v", sum, c.flow.ChrF-c.alone.ChrF)
+		}
+	}
 }
 
 // TestQuickRunRLVariants runs -quick with the RL-phase options that differ
