@@ -142,21 +142,22 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		if i < 6 {
 			flow.Examples = append(flow.Examples, [5]string{t.En, t.Ref, rough[i], det[i], fin[i]})
 		}
-		e.scoreText(&alone, t, rough[i])
+		chrfRough := e.scoreText(&alone, t, rough[i])
 		final, ok := grader.ExtractFinal(fin[i])
 		if ok {
 			flow.FinalTagRate++
 		}
-		e.scoreText(&flow, t, final)
+		gain := e.scoreText(&flow, t, final) - chrfRough
 		ofinal, _ := grader.ExtractFinal(ofin[i])
-		e.scoreText(&oracle, t, ofinal)
+		chrfOracle := e.scoreText(&oracle, t, ofinal)
 		if len(truth[i]) > 0 {
 			flow.OracleErrN++
-			flow.OracleErrRough += grader.ChrF(rough[i], t.Ref)
-			flow.OracleErrFinal += grader.ChrF(ofinal, t.Ref)
+			flow.OracleErrRough += chrfRough
+			flow.OracleErrFinal += chrfOracle
 		}
 		flow.Fidelity += grader.ChrF(final, seen[i])
-		if strings.TrimSpace(det[i]) == "[]" {
+		saidEmpty := strings.TrimSpace(det[i]) == "[]"
+		if saidEmpty {
 			nEmpty++
 			if final == seen[i] {
 				flow.CopyEmpty++
@@ -164,9 +165,8 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		}
 		flow.Quality += e.qg.Grade(t.En, t.Ref, fin[i]).Normalised - e.qg.GradeText(t.En, t.Ref, final, grader.Result{}).Normalised
 		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truthErrors(t, rough[i]))
-		gain := grader.ChrF(final, t.Ref) - grader.ChrF(rough[i], t.Ref)
 		switch {
-		case strings.TrimSpace(det[i]) == "[]":
+		case saidEmpty:
 			flow.GainEmpty += gain
 		case d.Parts["fp"] == 0 && d.Parts["json_valid"] == 1:
 			flow.GainTrue += gain
@@ -229,9 +229,11 @@ func (e *env) termCount(tasks []task) int {
 	return n
 }
 
-// scoreText accumulates the sentence-level metrics of a bare translation.
-func (e *env) scoreText(m *metrics, t task, hyp string) {
-	m.ChrF += grader.ChrF(hyp, t.Ref)
+// scoreText accumulates the sentence-level metrics of a bare translation
+// and returns its chrF.
+func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
+	chrf = grader.ChrF(hyp, t.Ref)
+	m.ChrF += chrf
 	if ph := grader.Placeholders(t.En); len(ph) > 0 {
 		m.placeholderSentence++
 		if strings.Join(grader.Placeholders(hyp), " ") == strings.Join(ph, " ") {
@@ -250,4 +252,5 @@ func (e *env) scoreText(m *metrics, t task, hyp string) {
 		}
 	}
 	m.Quality += r.Normalised
+	return chrf
 }

@@ -48,7 +48,7 @@ type rolloutOptions struct {
 	// ("[]" for the detector, the rough translation unchanged for agent 3).
 	counterfactual bool
 	// rlTemp is the sampling temperature of the RL rollouts; rlTempLarge
-	// that of agent 2's turns (negative: rlTemp).
+	// that of agent 2's turns (run resolves a negative flag to rlTemp).
 	rlTemp, rlTempLarge float64
 	// noTrainFinal makes agent 3's episodes evaluation episodes: the
 	// small model learns from agent 1's turns only.
@@ -247,6 +247,9 @@ func run(o options) (*report, error) {
 	}
 	o.rlLR = defaultRLLR(o.rlLR, o.rlOpt, 0.05)
 	o.rlLRLarge = defaultRLLR(o.rlLRLarge, o.rlOptLarge, 0.1)
+	if o.rlTempLarge < 0 {
+		o.rlTempLarge = o.rlTemp
+	}
 	d, err := corpus.Load()
 	if err != nil {
 		return nil, err

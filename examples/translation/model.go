@@ -32,7 +32,7 @@ type lmModel struct {
 	anchor   func() (nn.SeqExample, error)
 	anchorN  int
 	anchorTr *nn.LMTrainer // the anchor's own optimizer
-	rlLR     float64
+	newOpt   func() nn.Optimizer
 	base     int64 // version restored from a checkpoint; pol counts steps since
 	genMu    sync.Mutex
 }
@@ -41,17 +41,20 @@ type lmModel struct {
 // klCoef > 0, GRPO adds the k3 KL penalty to a frozen copy of lm as it is
 // now (the warm start).
 func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlOpt string, rlLR, klCoef float64, cfg rl.GRPOConfig) *lmModel {
-	var opt nn.Optimizer = nn.NewAdamW(nn.Constant(rlLR), 0)
-	if rlOpt == "sgd" {
-		opt = nn.NewSGD(nn.Constant(rlLR), 0)
+	newOpt := func() nn.Optimizer {
+		if rlOpt == "sgd" {
+			return nn.NewSGD(nn.Constant(rlLR), 0)
+		}
+		return nn.NewAdamW(nn.Constant(rlLR), 0)
 	}
+	opt := newOpt()
 	if klCoef > 0 {
 		ref := frozenCopy(lm) // never stepped: its trainer only computes log-probabilities
 		cfg.Ref = policies.NewLM(ref, nn.NewLMTrainer(ref, nn.NewAdamW(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32}))
 		cfg.KLCoef = klCoef
 	}
 	return &lmModel{name: name, lm: lm, tok: tok, end: tok.MustSpecialID(tokenizer.End), opt: opt,
-		grpo: rl.NewGRPO(cfg), rlLR: rlLR,
+		grpo: rl.NewGRPO(cfg), newOpt: newOpt,
 		pol: policies.NewLM(lm, nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32}))}
 }
 
@@ -64,13 +67,14 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlOpt string, 
 // RL on agent 1's turns had eroded agent 3's copying, a skill the same
 // weights serve (notes/translation.md, R12).
 //
-// The anchor steps have their own AdamW (same learning rate): sharing the
-// GRPO steps' moment estimates would scale the supervised gradients, which
-// are far larger than the policy-gradient ones, by the wrong second moments.
+// The anchor steps have their own optimizer, of the GRPO steps' kind and
+// learning rate: sharing AdamW's moment estimates would scale the
+// supervised gradients, which are far larger than the policy-gradient ones,
+// by the wrong second moments.
 func (m *lmModel) withAnchor(draw func() (nn.SeqExample, error), n int) *lmModel {
 	m.anchor, m.anchorN = draw, n
 	if n > 0 && draw != nil && m.anchorTr == nil {
-		m.anchorTr = nn.NewLMTrainer(m.lm, nn.NewAdamW(nn.Constant(m.rlLR), 0), nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
+		m.anchorTr = nn.NewLMTrainer(m.lm, m.newOpt(), nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
 	}
 	return m
 }

@@ -78,16 +78,12 @@ func (r *report) write(dir string) error {
 	o := r.opts
 	fmt.Fprintf(&b, "# Translation workflow report\n\n")
 	fmt.Fprintf(&b, "Settings (every flag as given; -quick overrides sizes and steps, -sweep sets -shared-reward per arm): `%s`\n\n", o.settings)
-	tl := o.rlTemp
-	if o.rlTempLarge >= 0 {
-		tl = o.rlTempLarge
-	}
 	det := "its own detection grader"
 	if o.sharedReward {
 		det = "the final translation's quality (shared reward)"
 	}
 	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g, KL β %g; rollout temperature %g (agent 2: %g); agent 2 rewarded by %s; difference rewards %v; agent 1's turns trained %v.\n\n",
-		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, o.klLarge, o.rlTemp, tl, det, o.counterfactual, o.jointSmall || !o.noTrainRough)
+		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, o.klLarge, o.rlTemp, o.rlTempLarge, det, o.counterfactual, o.jointSmall || !o.noTrainRough)
 	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"
@@ -121,19 +117,17 @@ func (r *report) write(dir string) error {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "### Agent 3 diagnostics\n\n| workflow | detector says [] | final = rough when [] | chrF(final, rough) | chrF with true corrections | term acc with true corrections | sentences with a true error | their chrF: rough → final with true corrections |\n|---|---|---|---|---|---|---|---|\n")
-	for _, x := range []struct {
+	rows := []struct {
 		name string
 		m    metrics
-	}{{"warm start", r.flowBefore}, {"after RL", r.flowAfter}} {
+	}{{"warm start", r.flowBefore}, {"after RL", r.flowAfter}}
+	fmt.Fprintf(&b, "### Agent 3 diagnostics\n\n| workflow | detector says [] | final = rough when [] | chrF(final, rough) | chrF with true corrections | term acc with true corrections | sentences with a true error | their chrF: rough → final with true corrections |\n|---|---|---|---|---|---|---|---|\n")
+	for _, x := range rows {
 		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.4f | %.4f | %.3f | %d | %.4f → %.4f |\n", x.name, x.m.DetEmpty, x.m.CopyEmpty, x.m.Fidelity, x.m.OracleChrF, x.m.OracleTermAcc, x.m.OracleErrN, x.m.OracleErrRough, x.m.OracleErrFinal)
 	}
 	fmt.Fprintf(&b, "\nThe last two columns give agent 3 the true corrections (the terms the rough translation lacks) instead of agent 2's: what a perfect detector would give.\n\n")
 	fmt.Fprintf(&b, "Where the workflow's chrF differs from agent 1 alone's (mean over all sentences of chrF(final) − chrF(rough), split by what agent 2 said):\n\n| workflow | agent 2 said [] | corrections, no false alarm | a false alarm or invalid JSON | total |\n|---|---|---|---|---|\n")
-	for _, x := range []struct {
-		name string
-		m    metrics
-	}{{"warm start", r.flowBefore}, {"after RL", r.flowAfter}} {
+	for _, x := range rows {
 		fmt.Fprintf(&b, "| %s | %+.4f | %+.4f | %+.4f | %+.4f |\n", x.name, x.m.GainEmpty, x.m.GainTrue, x.m.GainFalse, x.m.GainEmpty+x.m.GainTrue+x.m.GainFalse)
 	}
 	b.WriteString("\n")

@@ -77,11 +77,7 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs)
 		if in != nil {
 			w.Given = clip(in.Rough, e.maxRough)
 		}
-		tempLarge := temp
-		if e.rlTempLarge >= 0 {
-			tempLarge = e.rlTempLarge
-		}
-		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), w.Given), e.maxTok, tempLarge, seed+1); err != nil {
+		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), w.Given), e.maxTok, e.rlTempLarge, seed+1); err != nil {
 			return nil, err
 		}
 		det := w.Detection
