@@ -54,26 +54,100 @@ func msgsDetect(en, gloss, rough string) []tokenizer.Message {
 	return []tokenizer.Message{{Role: "system", Content: sysDetect}, {Role: "user", Content: en + "\n" + gloss + "\n" + rough}}
 }
 
-// glossaryHint lists the glossary entries of the terms in en (at most
-// three, longest first), as a terminology checker would look them up:
-// "Glossary: degrees of freedom=自由度". With them in its prompt, agent 2
-// checks each rendering against the rough translation and can copy the
-// correction (its pointer head) instead of recalling 241 renderings; it
-// still has to judge which entries the translation needs.
-func glossaryHint(g *corpus.Glossary, en string) string {
-	terms := g.TermsIn(en)
+// glossaryHinter writes agent 2's glossary hint: the glossary entries of
+// the terms in the English (at most three, longest first, hintTerms), as a
+// terminology checker would look them up: "Glossary: degrees of
+// freedom=自由度". With them in its prompt, agent 2 checks each rendering
+// against the rough translation and can copy the correction (its pointer
+// head) instead of recalling 241 renderings; it still has to judge which
+// entries the translation needs.
+//
+// With Marks (-hint-marks) each entry also carries the string-matching
+// checker's verdict on the rough translation, "(missing)" or "(found)":
+// agent 2 then starts from checkerErrors and has to learn where the
+// checker is wrong (a glossary entry the translators did not use), which
+// is what its reward pays for beyond the checker.
+type glossaryHinter struct {
+	G     *corpus.Glossary
+	Marks bool
+}
+
+func (h glossaryHinter) hint(en, rough string) string {
+	terms := hintTerms(h.G, en)
 	if len(terms) == 0 {
 		return "Glossary: none"
 	}
 	parts := make([]string, 0, 3)
-	for _, t := range terms[:min(3, len(terms))] {
-		parts = append(parts, t.En+"="+t.Zh)
+	for _, t := range terms {
+		p := t.En + "=" + t.Zh
+		if h.Marks {
+			if strings.Contains(rough, t.Zh) {
+				p += " (found)"
+			} else {
+				p += " (missing)"
+			}
+		}
+		parts = append(parts, p)
 	}
 	return "Glossary: " + strings.Join(parts, "; ")
 }
 
-func msgsFinal(en, rough, corrections string) []tokenizer.Message {
-	return []tokenizer.Message{{Role: "system", Content: sysFinal}, {Role: "user", Content: en + "\n" + rough + "\n" + corrections}}
+// hintTerms are the glossary entries glossaryHint shows agent 2.
+func hintTerms(g *corpus.Glossary, en string) []corpus.Term {
+	terms := g.TermsIn(en)
+	return terms[:min(3, len(terms))]
+}
+
+// checkerErrors is a string-matching glossary checker: every entry of agent
+// 2's glossary hint whose rendering the rough translation lacks is reported
+// as an error. It cannot know which entries the reference translation uses,
+// which is what agent 2 has to learn beyond it; evaluate reports it as the
+// baseline.
+func checkerErrors(g *corpus.Glossary, en, rough string) []grader.TermError {
+	var out []grader.TermError
+	for _, t := range hintTerms(g, en) {
+		if !strings.Contains(rough, t.Zh) {
+			out = append(out, grader.TermError{OriginalWord: t.En, CorrectTranslation: t.Zh, WrongReason: "glossary"})
+		}
+	}
+	return out
+}
+
+// msgsFinal is agent 3's prompt: the English, the rough translation and
+// agent 2's answer as correctionsText.
+func msgsFinal(en, rough, detection string) []tokenizer.Message {
+	return []tokenizer.Message{{Role: "system", Content: sysFinal}, {Role: "user", Content: en + "\n" + rough + "\n" + correctionsText(detection)}}
+}
+
+// maxCorrections bounds (in runes) the corrections in agent 3's prompt.
+const maxCorrections = 120
+
+// correctionsText is how agent 3's prompt carries agent 2's answer. A valid
+// JSON list (grader.ParseDetections) is written compactly, one item per
+// correction separated by "; ": "object=对象" (the glossary hint's form)
+// when agent 2 names no wrong span, "object: 属性→对象" when it does; "[]"
+// stays "[]". Anything else is passed on verbatim. Both are clipped to
+// maxCorrections runes. The JSON itself is about 90 runes an item: with it
+// agent 3's prompt often left too little of the 128-token context for the
+// final translation, whose closing tag was then cut off (and the output
+// scored 0); a clipped list was no longer JSON either.
+func correctionsText(detection string) string {
+	errs, err := grader.ParseDetections(detection)
+	if err != nil {
+		return clip(strings.TrimSpace(detection), maxCorrections)
+	}
+	if len(errs) == 0 {
+		return "[]"
+	}
+	parts := make([]string, len(errs))
+	for i, e := range errs {
+		if e.WrongTranslation != "" {
+			parts[i] = e.OriginalWord + ": " + e.WrongTranslation + "→" + e.CorrectTranslation
+		} else {
+			parts[i] = e.OriginalWord + "=" + e.CorrectTranslation
+		}
+	}
+	return clip(strings.Join(parts, "; "), maxCorrections)
 }
 
 func finalAnswer(zh string) string { return "<final_result>" + zh + "</final_result>" }

@@ -40,7 +40,15 @@ type metrics struct {
 	// "[]", corrections without a false alarm, or with one (or invalid
 	// JSON). The three add up to the difference of the two rows.
 	GainEmpty, GainTrue, GainFalse float64
-	placeholderSentence            int
+	// Checker* are the figures of a string-matching glossary checker in
+	// agent 2's place (checkerErrors: every glossary entry of agent 2's
+	// prompt whose rendering the rough translation lacks): its precision,
+	// recall and detection reward, and agent 3's chrF and terminology
+	// accuracy with its corrections. It is the baseline a learned detector
+	// has to beat.
+	CheckerP, CheckerR, CheckerDetection float64
+	CheckerChrF, CheckerTermAcc          float64
+	placeholderSentence                  int
 	// Examples are the first few test sentences through the workflow.
 	Examples [][5]string // source, reference, rough, detection, final output
 }
@@ -110,14 +118,14 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	seen := make([]string, len(rough))
 	for i, t := range tasks {
 		seen[i] = clip(rough[i], e.maxRough)
-		m2 = append(m2, msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), seen[i]))
+		m2 = append(m2, msgsDetect(t.En, e.hint.hint(t.En, seen[i]), seen[i]))
 	}
-	det, err := generate(large, e.tok, m2, e.maxTok)
+	det, err := generate(large, e.tok, m2, e.maxDetTok)
 	if err != nil {
 		return
 	}
 	for i, t := range tasks {
-		m3 = append(m3, msgsFinal(t.En, seen[i], clip(det[i], e.maxDet)))
+		m3 = append(m3, msgsFinal(t.En, seen[i], det[i]))
 	}
 	fin, err := generate(small, e.tok, m3, e.maxTok+16)
 	if err != nil {
@@ -129,13 +137,25 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	truth := make([][]grader.TermError, len(tasks))
 	for i, t := range tasks {
 		truth[i] = truthErrors(t, seen[i])
-		m4 = append(m4, msgsFinal(t.En, seen[i], clip(errorsJSON(truth[i]), e.maxDet)))
+		m4 = append(m4, msgsFinal(t.En, seen[i], errorsJSON(truth[i])))
 	}
 	ofin, err := generate(small, e.tok, m4, e.maxTok+16)
 	if err != nil {
 		return
 	}
-	var oracle metrics
+	// And given the glossary checker's corrections.
+	var m5 [][]tokenizer.Message
+	checked := make([]string, len(tasks))
+	for i, t := range tasks {
+		checked[i] = errorsJSON(checkerErrors(e.qg.Glossary, t.En, seen[i]))
+		m5 = append(m5, msgsFinal(t.En, seen[i], checked[i]))
+	}
+	cfin, err := generate(small, e.tok, m5, e.maxTok+16)
+	if err != nil {
+		return
+	}
+	var oracle, checker metrics
+	var ctp, cfp, cfn float64
 	nEmpty := 0.0
 	var tp, fp, fn float64
 	for i, t := range tasks {
@@ -150,6 +170,13 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		gain := e.scoreText(&flow, t, final) - chrfRough
 		ofinal, _ := grader.ExtractFinal(ofin[i])
 		chrfOracle := e.scoreText(&oracle, t, ofinal)
+		cfinal, _ := grader.ExtractFinal(cfin[i])
+		e.scoreText(&checker, t, cfinal)
+		cd := grader.ProperNounDetectionGrader{}.Grade(checked[i], truth[i])
+		flow.CheckerDetection += cd.Normalised
+		ctp += cd.Parts["tp"]
+		cfp += cd.Parts["fp"]
+		cfn += cd.Parts["fn"]
 		if len(truth[i]) > 0 {
 			flow.OracleErrN++
 			flow.OracleErrRough += chrfRough
@@ -196,7 +223,16 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	finish(&alone)
 	finish(&flow)
 	finish(&oracle)
+	finish(&checker)
 	flow.OracleChrF, flow.OracleTermAcc = oracle.ChrF, oracle.TermAcc
+	flow.CheckerChrF, flow.CheckerTermAcc = checker.ChrF, checker.TermAcc
+	flow.CheckerDetection /= float64(len(tasks))
+	if ctp+cfp > 0 {
+		flow.CheckerP = ctp / (ctp + cfp)
+	}
+	if ctp+cfn > 0 {
+		flow.CheckerR = ctp / (ctp + cfn)
+	}
 	flow.Fidelity /= float64(len(tasks))
 	flow.GainEmpty /= float64(len(tasks))
 	flow.GainTrue /= float64(len(tasks))

@@ -28,9 +28,16 @@ type env struct {
 	tok    *tokenizer.Tokenizer
 	qg     *grader.TranslationQualityGrader
 	maxTok int
-	// maxRough and maxDet bound (in runes) the rough translation and the
-	// detector's JSON passed to the next agent.
-	maxRough, maxDet int
+	// maxDetTok is agent 2's token budget: one JSON item is 20–39 tokens,
+	// two are 50–69 (measured on the warm start's labels). Until stop 14 it
+	// had maxTok (40), so a list of two errors was always cut off and
+	// scored as invalid JSON.
+	maxDetTok int
+	// hint writes agent 2's glossary hint.
+	hint glossaryHinter
+	// maxRough bounds (in runes) the rough translation passed to agents 2
+	// and 3 (maxCorrections bounds agent 2's answer in agent 3's prompt).
+	maxRough int
 	rolloutOptions
 }
 
@@ -85,6 +92,7 @@ type options struct {
 	profile              string
 	hardFrac             float64
 	evalSplit            string
+	hintMarks            bool
 	noStd                bool
 	entropy              float64
 	ptxSmall, ptxLarge   int
@@ -137,6 +145,7 @@ func parseOptions(args []string) (options, error) {
 	fs.Float64Var(&o.pseudo, "pseudo", 0.5, "fraction of agent 3's second-phase warm-start examples made on pseudo-rough texts (copy training) instead of agent 1's real outputs")
 	fs.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
 	fs.Float64Var(&o.hardFrac, "hard-frac", 0.5, "fraction of each GRPO batch drawn from error-prone train sentences (the warm-start rough translation misses a glossary term)")
+	fs.BoolVar(&o.hintMarks, "hint-marks", false, "mark each glossary entry of agent 2's prompt (found) or (missing) in the rough translation, the string-matching checker's verdict")
 	fs.StringVar(&o.evalSplit, "eval-split", "test", "split the report evaluates: test, or val (for choosing settings without looking at the test split)")
 	fs.BoolVar(&o.noStd, "no-std", false, "GRPO advantages r − mean without the group-std division (Dr. GRPO, Liu et al. 2025)")
 	fs.Float64Var(&o.entropy, "entropy", 0, "GRPO entropy bonus coefficient of both models")
@@ -280,7 +289,7 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxRough: 2 * o.maxZh, maxDet: 120, rolloutOptions: o.rolloutOptions}
+	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxDetTok: 80, hint: glossaryHinter{G: d.Glossary, Marks: o.hintMarks}, maxRough: 2 * o.maxZh, rolloutOptions: o.rolloutOptions}
 	cache := o.cacheDir
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
@@ -293,7 +302,7 @@ func run(o options) (*report, error) {
 		return nil, err
 	}
 	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
-	large, lossL, err := warmStartLarge(wc, roughs, tok, d.Glossary, logf)
+	large, lossL, err := warmStartLarge(wc, roughs, tok, e.hint, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +333,7 @@ func run(o options) (*report, error) {
 		}
 		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, o.grpo()).withAnchor(anchor, anchorN)
 		ml := newLMModel("large", large, tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, o.grpo()).
-			withAnchor(largeExamples(roughs, tok, d.Glossary, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge)
+			withAnchor(largeExamples(roughs, tok, e.hint, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge)
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {
 			return nil, fmt.Errorf("-ports wants two ports, got %q", o.ports)
@@ -335,7 +344,7 @@ func run(o options) (*report, error) {
 			if i == 0 && !o.jointSmall && !o.noTrainFinal && !o.noTrainRough {
 				cfg.BatchSize = 2 * o.batch // a group for agent 1 and one for agent 3 per task
 			}
-			cfg.MaxResponseTokens = e.maxTok + 16
+			cfg.MaxResponseTokens = max(e.maxTok+16, e.maxDetTok)
 			srv, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: cfg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				return nil, err

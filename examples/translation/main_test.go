@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"github.com/google/go-cmp/cmp"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -52,6 +53,16 @@ func TestQuickRun(t *testing.T) {
 	if !strings.Contains(string(b), "workflow after RL") {
 		t.Error("report lacks the after-RL row")
 	}
+	if !strings.Contains(string(b), "string-matching glossary checker") {
+		t.Error("report lacks the glossary checker's table")
+	}
+	for _, m := range []metrics{rep.flowBefore, rep.flowAfter} {
+		for _, v := range []float64{m.CheckerP, m.CheckerR, m.CheckerDetection, m.CheckerChrF, m.CheckerTermAcc} {
+			if v < 0 || v > 1 {
+				t.Errorf("checker figure %v outside [0, 1]", v)
+			}
+		}
+	}
 	// The chrF gain split adds up to the difference of the two rows.
 	for _, c := range []struct{ alone, flow metrics }{{rep.aloneBefore, rep.flowBefore}, {rep.aloneAfter, rep.flowAfter}} {
 		sum := c.flow.GainEmpty + c.flow.GainTrue + c.flow.GainFalse
@@ -73,7 +84,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 	out := t.TempDir()
 	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out, "-counterfactual=false", "-group-inputs",
 		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough=false",
-		"-rl-temp-large", "-1", "-rl-opt", "adamw", "-rl-opt-large", "sgd", "-rl-lr-large", "0.05"})
+		"-rl-temp-large", "-1", "-rl-opt", "adamw", "-rl-opt-large", "sgd", "-rl-lr-large", "0.05", "-hint-marks"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +102,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
-	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "small model adamw lr 0.0001", "larger model sgd lr 0.05", "rollout temperature 0.8 (agent 2: 0.8)"} {
+	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "small model adamw lr 0.0001", "larger model sgd lr 0.05", "rollout temperature 0.8 (agent 2: 0.8)", "-hint-marks=true"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -209,16 +220,70 @@ func TestLocalEdit(t *testing.T) {
 	}
 }
 
+func TestCorrectionsText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"[]", "[]"},
+		{" [] ", "[]"},
+		{`[{"original_word":"object","wrong_translation":"属性","wrong_reason":"glossary","correct_translation":"对象"}]`, "object: 属性→对象"},
+		{`[{"original_word":"object","wrong_translation":"","wrong_reason":"glossary","correct_translation":"对象"},{"original_word":"matrix","correct_translation":"矩阵"}]`, "object=对象; matrix=矩阵"},
+		{`[{"original_word":"object","wrong_translation":"属`, `[{"original_word":"object","wrong_translation":"属`}, // invalid: verbatim
+		{strings.Repeat("无", 200), strings.Repeat("无", maxCorrections)},                                            // clipped
+	} {
+		if got := correctionsText(c.in); got != c.want {
+			t.Errorf("correctionsText(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestCheckerErrors(t *testing.T) {
+	g := corpus.NewGlossary([]corpus.Term{{En: "object", Zh: "对象"}, {En: "matrix", Zh: "矩阵"}, {En: "vector", Zh: "向量"}})
+	for _, c := range []struct {
+		en, rough string
+		want      []string // original words flagged
+	}{
+		{"'x' must be an object or matrix", "'x'必需是对象或向量", []string{"matrix"}},
+		{"'x' must be an object or matrix", "'x'必需是对象或矩阵", nil},
+		{"'x' must be an object or matrix", "", []string{"matrix", "object"}},
+		{"no terms", "", nil},
+	} {
+		var got []string
+		for _, e := range checkerErrors(g, c.en, c.rough) {
+			got = append(got, e.OriginalWord)
+			if tm, _ := g.Lookup(e.OriginalWord); e.CorrectTranslation != tm.Zh {
+				t.Errorf("%q: correction %q, want the glossary's %q", e.OriginalWord, e.CorrectTranslation, tm.Zh)
+			}
+		}
+		if !cmp.Equal(got, c.want) {
+			t.Errorf("checkerErrors(%q, %q) flags %v, want %v", c.en, c.rough, got, c.want)
+		}
+	}
+}
+
+func TestInsertTerm(t *testing.T) {
+	for _, c := range []struct{ rough, ref, zh, want string }{
+		{"完全不同", "对象不对", "对象", "对象完全不同"},     // at the start
+		{"完全不同", "'x'必需是对象", "对象", "完全不同对象"}, // at the end
+		{"甲乙丙丁", "一二对象三四", "对象", "甲乙对象丙丁"},   // in the middle
+		{"", "对象", "对象", "对象"},               // empty rough translation
+		{"甲乙", "一二三", "对象", "对象甲乙"},          // not in the reference: at the start
+	} {
+		if got := insertTerm(c.rough, c.ref, c.zh); got != c.want {
+			t.Errorf("insertTerm(%q, %q, %q) = %q, want %q", c.rough, c.ref, c.zh, got, c.want)
+		}
+	}
+}
+
 // TestFinalExampleTargets checks agent 3's warm-start targets against what
 // its corrections ask for: with "[]" or a false alarm (the rendering is
 // already there) the rough translation unchanged; with a known wrong span,
-// the rough translation with it replaced; with a true error, the term put in.
+// the rough translation with it replaced; with a true error, the term put in
+// (localEdit, else insertTerm: never the reference).
 func TestFinalExampleTargets(t *testing.T) {
 	g := corpus.NewGlossary([]corpus.Term{{En: "object", Zh: "对象"}, {En: "matrix", Zh: "矩阵"}, {En: "vector", Zh: "向量"}})
 	tk := makeTasks([]corpus.Pair{{En: "'x' must be an object or matrix", Zh: "'x'必需是对象或矩阵"}}, g, 100, 100)[0]
 	r := rand.New(rand.NewPCG(4, 4))
 	kinds := map[string]int{}
-	for _, rough := range []string{"'x'必需是对象或矩阵", "'x'必需是对象或向量"} {
+	for _, rough := range []string{"'x'必需是对象或矩阵", "'x'必需是对象或向量", "完全不同"} {
 		rx := roughEx{T: tk, Rough: rough}
 		for i := 0; i < 400; i++ {
 			in, corr, target := finalExample(rx, g, r, 48)
@@ -237,7 +302,11 @@ func TestFinalExampleTargets(t *testing.T) {
 				case !strings.Contains(tk.En, e.OriginalWord):
 					kind = "term not in the English"
 				default:
-					want, kind = localEdit(want, tk.Ref, e.CorrectTranslation), "edit"
+					if ed := localEdit(want, tk.Ref, e.CorrectTranslation); ed != "" {
+						want, kind = ed, "edit"
+					} else {
+						want, kind = insertTerm(want, tk.Ref, e.CorrectTranslation), "insert"
+					}
 				}
 			}
 			if target != finalAnswer(want) {
@@ -246,7 +315,7 @@ func TestFinalExampleTargets(t *testing.T) {
 			kinds[kind]++
 		}
 	}
-	for _, k := range []string{"copy", "false alarm", "term not in the English", "substitute", "edit"} {
+	for _, k := range []string{"copy", "false alarm", "term not in the English", "substitute", "edit", "insert"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s example in %v", k, kinds)
 		}
@@ -255,12 +324,18 @@ func TestFinalExampleTargets(t *testing.T) {
 
 func TestGlossaryHint(t *testing.T) {
 	g := corpus.NewGlossary([]corpus.Term{{En: "degrees of freedom", Zh: "自由度"}, {En: "freedom", Zh: "自由"}, {En: "matrix", Zh: "矩阵"}})
-	for _, c := range []struct{ en, want string }{
-		{"%d degrees of freedom in the matrix", "Glossary: degrees of freedom=自由度; matrix=矩阵"},
-		{"no terms here", "Glossary: none"},
+	for _, c := range []struct {
+		en, rough string
+		marks     bool
+		want      string
+	}{
+		{"%d degrees of freedom in the matrix", "", false, "Glossary: degrees of freedom=自由度; matrix=矩阵"},
+		{"no terms here", "", false, "Glossary: none"},
+		{"%d degrees of freedom in the matrix", "矩阵里有%d个自由", true, "Glossary: degrees of freedom=自由度 (missing); matrix=矩阵 (found)"},
+		{"no terms here", "矩阵", true, "Glossary: none"},
 	} {
-		if got := glossaryHint(g, c.en); got != c.want {
-			t.Errorf("glossaryHint(%q) = %q, want %q", c.en, got, c.want)
+		if got := (glossaryHinter{G: g, Marks: c.marks}).hint(c.en, c.rough); got != c.want {
+			t.Errorf("hint(%q, %q) with marks %v = %q, want %q", c.en, c.rough, c.marks, got, c.want)
 		}
 	}
 }

@@ -126,6 +126,11 @@ func (r *report) write(dir string) error {
 		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.4f | %.4f | %.3f | %d | %.4f → %.4f |\n", x.name, x.m.DetEmpty, x.m.CopyEmpty, x.m.Fidelity, x.m.OracleChrF, x.m.OracleTermAcc, x.m.OracleErrN, x.m.OracleErrRough, x.m.OracleErrFinal)
 	}
 	fmt.Fprintf(&b, "\nThe last two columns give agent 3 the true corrections (the terms the rough translation lacks) instead of agent 2's: what a perfect detector would give.\n\n")
+	fmt.Fprintf(&b, "Agent 2 against a string-matching glossary checker in its place (it reports every glossary entry of agent 2's prompt whose rendering the rough translation lacks; it cannot tell which entries the reference uses):\n\n| workflow | agent 2 P / R | agent 2's detection reward | checker P / R | checker's detection reward | chrF: agent 3 with agent 2's / the checker's corrections | term acc: with agent 2's / the checker's |\n|---|---|---|---|---|---|---|\n")
+	for _, x := range rows {
+		fmt.Fprintf(&b, "| %s | %.3f / %.3f | %.4f | %.3f / %.3f | %.4f | %.4f / %.4f | %.3f / %.3f |\n", x.name, x.m.DetP, x.m.DetR, x.m.Detection, x.m.CheckerP, x.m.CheckerR, x.m.CheckerDetection, x.m.ChrF, x.m.CheckerChrF, x.m.TermAcc, x.m.CheckerTermAcc)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "Where the workflow's chrF differs from agent 1 alone's (mean over all sentences of chrF(final) − chrF(rough), split by what agent 2 said):\n\n| workflow | agent 2 said [] | corrections, no false alarm | a false alarm or invalid JSON | total |\n|---|---|---|---|---|\n")
 	for _, x := range rows {
 		fmt.Fprintf(&b, "| %s | %+.4f | %+.4f | %+.4f | %+.4f |\n", x.name, x.m.GainEmpty, x.m.GainTrue, x.m.GainFalse, x.m.GainEmpty+x.m.GainTrue+x.m.GainFalse)

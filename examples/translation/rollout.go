@@ -77,14 +77,14 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs)
 		if in != nil {
 			w.Given = clip(in.Rough, e.maxRough)
 		}
-		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), w.Given), e.maxTok, e.rlTempLarge, seed+1); err != nil {
+		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given), e.maxDetTok, e.rlTempLarge, seed+1); err != nil {
 			return nil, err
 		}
 		det := w.Detection
 		if in != nil {
 			det = in.Detection
 		}
-		if w.Final, err = chat(ctx, final, msgsFinal(t.En, w.Given, clip(det, e.maxDet)), e.maxTok+16, temp, seed+2); err != nil {
+		if w.Final, err = chat(ctx, final, msgsFinal(t.En, w.Given, det), e.maxTok+16, temp, seed+2); err != nil {
 			return nil, err
 		}
 		w.Quality = e.qg.Grade(t.En, t.Ref, w.Final)
@@ -218,7 +218,7 @@ func (e *env) greedyInputs(ctx context.Context, clients []*swarm.Client, t task)
 		if in.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, 0, 0); err != nil {
 			return nil, err
 		}
-		if in.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, glossaryHint(e.qg.Glossary, t.En), clip(in.Rough, e.maxRough)), e.maxTok, 0, 0); err != nil {
+		if in.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, e.hint.hint(t.En, clip(in.Rough, e.maxRough)), clip(in.Rough, e.maxRough)), e.maxDetTok, 0, 0); err != nil {
 			return nil, err
 		}
 		return []swarm.WorkflowResult{{}, {}}, nil

@@ -98,7 +98,7 @@ func selfAnchor(e *env, small *nn.LM, rx []roughEx, n int, r *rand.Rand) (func()
 	for i := range msgs {
 		x := rx[r.IntN(len(rx))]
 		rough := clip(x.Rough, e.maxRough)
-		msgs[i] = msgsFinal(x.T.En, rough, clip(errorsJSON(truthErrors(x.T, rough)), e.maxDet))
+		msgs[i] = msgsFinal(x.T.En, rough, errorsJSON(truthErrors(x.T, rough)))
 	}
 	outs, err := generate(small, e.tok, msgs, e.maxTok+16)
 	if err != nil {

@@ -185,13 +185,34 @@ func localEdit(rough, ref, zh string) string {
 	return rough[:j] + zh + string(rest[n:])
 }
 
+// insertTerm inserts the rendering zh into rough at the relative position
+// (in characters) that zh has in ref, keeping every character of rough: the
+// fallback of localEdit when the reference's context is not in rough. The
+// target stays a copy of agent 1's translation plus one term, an edit a
+// small model can learn, and it is where chrF's recall is won: on the 1,270
+// warm-start rough translations with a true error, chrF against the
+// reference goes from 0.168 (rough) to 0.277 (localEdit, else insertTerm).
+func insertTerm(rough, ref, zh string) string {
+	rr, zr := []rune(rough), []rune(zh)
+	pos := 0.0
+	if i := strings.Index(ref, zh); i >= 0 {
+		pos = float64(len([]rune(ref[:i]))) / float64(max(1, len([]rune(ref))-len(zr)))
+	}
+	at := min(max(int(pos*float64(len(rr))+0.5), 0), len(rr))
+	return string(rr[:at]) + zh + string(rr[at:])
+}
+
 // finalExample is agent 3's warm-start pair on a real rough translation:
 //   - with a known wrong span (an injected error): the rough translation with
 //     the correction applied (copy + substitute);
 //   - with true errors whose wrong span is unknown (a glossary term missing
 //     from agent 1's output), passed on with probability 0.6 (a detector
 //     that finds them): the rough translation with the term written where
-//     the reference has it (localEdit), or the reference when that fails;
+//     the reference has it (localEdit), or, when the reference's context is
+//     not in the rough translation (two times in three), inserted at the
+//     same relative position (insertTerm). Until stop 14 the target was
+//     then the reference itself, which taught agent 3 to re-translate
+//     whenever it was given a correction;
 //   - with probability 0.15, a false alarm (a correction whose rendering the
 //     rough translation already has), and with probability 0.1 one naming
 //     a term the English does not contain: the rough translation unchanged;
@@ -229,8 +250,10 @@ func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (r
 	if truth := truthErrors(rx.T, rough); len(truth) > 0 && r.Float64() < 0.6 {
 		fixed := rough
 		for _, e := range truth {
-			if fixed = localEdit(fixed, rx.T.Ref, e.CorrectTranslation); fixed == "" {
-				return rough, errorsJSON(truth), finalAnswer(rx.T.Ref)
+			if f := localEdit(fixed, rx.T.Ref, e.CorrectTranslation); f != "" {
+				fixed = f
+			} else {
+				fixed = insertTerm(fixed, rx.T.Ref, e.CorrectTranslation)
 			}
 		}
 		return rough, errorsJSON(truth), finalAnswer(fixed)
@@ -353,7 +376,7 @@ type warmCfg struct {
 
 // cacheVersion is bumped whenever a role's warm-start data or training
 // changes, so stale checkpoints are not reused.
-var cacheVersion = map[string]int{"small": 9, "large": 10}
+var cacheVersion = map[string]int{"small": 11, "large": 10}
 
 func (c warmCfg) cachePath(role string, tok *tokenizer.Tokenizer, extra string) string {
 	tj, _ := tok.MarshalJSON()
@@ -550,7 +573,7 @@ func smallExamples(tasks []task, rx []roughEx, tok *tokenizer.Tokenizer, g *corp
 // rough translations rx, half of them of sentences with glossary terms,
 // labelled with their true terminology errors (detectExample). The RL
 // phase's supervised anchor (-ptx-large) draws from it too.
-func largeExamples(rx []roughEx, tok *tokenizer.Tokenizer, g *corpus.Glossary, maxRough int, r *rand.Rand) func() (nn.SeqExample, error) {
+func largeExamples(rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter, maxRough int, r *rand.Rand) func() (nn.SeqExample, error) {
 	var withTerms []roughEx
 	for _, x := range rx {
 		if len(x.T.Terms) > 0 {
@@ -562,18 +585,22 @@ func largeExamples(rx []roughEx, tok *tokenizer.Tokenizer, g *corpus.Glossary, m
 		if len(withTerms) > 0 && r.IntN(2) == 0 {
 			x = withTerms[r.IntN(len(withTerms))]
 		}
-		en, rough, label := detectExample(x, g, r, maxRough)
-		return roleExample(tok, msgsDetect(en, glossaryHint(g, en), rough), label)
+		en, rough, label := detectExample(x, h.G, r, maxRough)
+		return roleExample(tok, msgsDetect(en, h.hint(en, rough), rough), label)
 	}
 }
 
 // warmStartLarge trains (or loads from the cache) the detector (agent 2) on
 // agent 1's real rough translations labelled with their true terminology
 // errors (detectExample).
-func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, g *corpus.Glossary, logf func(string, ...any)) (*nn.LM, float64, error) {
+func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter, logf func(string, ...any)) (*nn.LM, float64, error) {
 	rb, _ := json.Marshal(rx)
 	rh := sha256.Sum256(rb)
-	base := cfg.cachePath("large", tok, hex.EncodeToString(rh[:8]))
+	extra := hex.EncodeToString(rh[:8])
+	if h.Marks {
+		extra += "|marks"
+	}
+	base := cfg.cachePath("large", tok, extra)
 	tj, _ := tok.MarshalJSON()
 	store := nn.NewStore(cfg.Seed)
 	lm := nn.NewLM(store, cfg.Spec.config(tok.VocabSize()))
@@ -594,7 +621,7 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, g *corp
 	r := rand.New(rand.NewPCG(cfg.Seed, 99))
 	// Half the examples come from sentences with glossary terms (where
 	// errors can occur), half from all sentences.
-	draw := largeExamples(rx, tok, g, cfg.MaxRough, r)
+	draw := largeExamples(rx, tok, h, cfg.MaxRough, r)
 	loss, err := supervise("large (agent 2)", tr, 0, cfg.Steps, cfg.Steps, cfg.Batch, cfg.Spec.MaxLen, draw, logf)
 	if err != nil {
 		return nil, 0, err
