@@ -29,10 +29,13 @@ func (m *slowModel) GenerateStream(ctx context.Context, prompts [][]int, opts Ge
 	defer m.finished.Store(true)
 	var stalled error
 	gens, err := m.TabularModel.GenerateStream(ctx, prompts, opts, func(ev TokenEvent) {
+		// Count before emitting: the client may read the chunk before
+		// emit returns.
+		n := m.emitted.Add(1)
 		if emit != nil {
 			emit(ev)
 		}
-		if m.emitted.Add(1) == 1 {
+		if n == 1 {
 			select {
 			case <-m.release:
 			case <-ctx.Done():
