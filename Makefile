@@ -50,7 +50,7 @@ demo:
 	$(GO) run ./examples/translation -quick -out out/demo/translation
 
 # The same jobs at full size (finance-risk about 3-5 minutes, translation about
-# 11 minutes on 2 cores, 644 s measured); reports land in out/.
+# 7-11 minutes on 2 cores: 435 s and 644 s measured); reports land in out/
 demo-full:
 	$(GO) run ./cmd/demo
 	$(GO) run ./examples/finance-risk -out out/finance-risk

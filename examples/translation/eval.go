@@ -48,7 +48,15 @@ type metrics struct {
 	// has to beat.
 	CheckerP, CheckerR, CheckerDetection float64
 	CheckerChrF, CheckerTermAcc          float64
-	placeholderSentence                  int
+	// Raw* are the workflow's chrF and <final_result> rate with agent 2's
+	// answer passed to agent 3 as written, without clientCorrections (not
+	// measured, zero, under -raw-corrections, where the workflow is that).
+	RawChrF, RawTagRate float64
+	placeholderSentence int
+	// seen is what agent 2 was given of each rough translation (workflow
+	// rows only), kept so that a later detector can be scored on the same
+	// inputs (detectOn).
+	seen []string
 	// Examples are the first few test sentences through the workflow.
 	Examples [][5]string // source, reference, rough, detection, final output
 }
@@ -125,11 +133,32 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		return
 	}
 	for i, t := range tasks {
-		m3 = append(m3, msgsFinal(t.En, seen[i], det[i]))
+		m3 = append(m3, msgsFinal(t.En, seen[i], e.corrections(t.En, seen[i], det[i])))
 	}
 	fin, err := generate(small, e.tok, m3, e.maxTok+16)
 	if err != nil {
 		return
+	}
+	// Agent 3 again, given agent 2's answer as written.
+	if !e.rawCorrections {
+		var m6 [][]tokenizer.Message
+		for i, t := range tasks {
+			m6 = append(m6, msgsFinal(t.En, seen[i], det[i]))
+		}
+		var rfin []string
+		if rfin, err = generate(small, e.tok, m6, e.maxTok+16); err != nil {
+			return
+		}
+		var raw metrics
+		for i, t := range tasks {
+			rfinal, ok := grader.ExtractFinal(rfin[i])
+			if ok {
+				flow.RawTagRate++
+			}
+			e.scoreText(&raw, t, rfinal)
+		}
+		flow.RawChrF = raw.ChrF / float64(len(tasks))
+		flow.RawTagRate /= float64(len(tasks))
 	}
 	// Agent 3 again, given the true corrections of the rough translation it
 	// saw (the oracle figures).
@@ -191,7 +220,9 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 			}
 		}
 		flow.Quality += e.qg.Grade(t.En, t.Ref, fin[i]).Normalised - e.qg.GradeText(t.En, t.Ref, final, grader.Result{}).Normalised
-		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truthErrors(t, rough[i]))
+		// Graded against the errors of the text agent 2 was given, as in
+		// the RL rollouts.
+		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truth[i])
 		switch {
 		case saidEmpty:
 			flow.GainEmpty += gain
@@ -220,6 +251,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		m.JSONValid /= n
 		m.FinalTagRate /= n
 	}
+	flow.seen = seen
 	finish(&alone)
 	finish(&flow)
 	finish(&oracle)
@@ -256,6 +288,45 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	}
 	return
 }
+
+// detectOn scores the larger model as agent 2 on given inputs: seen[i] is
+// the rough translation of tasks[i] it is shown (another evaluation's
+// metrics.seen). It returns the mean detection reward, precision and
+// recall. After RL, detectOn(large, test, flowBefore.seen) measures the
+// detector alone: the warm-start row's inputs, so that a change of agent 1's
+// rough translations (the small model's RL moves them) does not enter.
+func (e *env) detectOn(large *nn.LM, tasks []task, seen []string) (det detScore, err error) {
+	if len(seen) != len(tasks) {
+		return det, fmt.Errorf("translation: detectOn: %d inputs for %d tasks", len(seen), len(tasks))
+	}
+	msgs := make([][]tokenizer.Message, len(tasks))
+	for i, t := range tasks {
+		msgs[i] = msgsDetect(t.En, e.hint.hint(t.En, seen[i]), seen[i])
+	}
+	out, err := generate(large, e.tok, msgs, e.maxDetTok)
+	if err != nil {
+		return det, err
+	}
+	var tp, fp, fn float64
+	for i, t := range tasks {
+		d := grader.ProperNounDetectionGrader{}.Grade(out[i], truthErrors(t, seen[i]))
+		det.Detection += d.Normalised
+		tp += d.Parts["tp"]
+		fp += d.Parts["fp"]
+		fn += d.Parts["fn"]
+	}
+	det.Detection /= float64(len(tasks))
+	if tp+fp > 0 {
+		det.P = tp / (tp + fp)
+	}
+	if tp+fn > 0 {
+		det.R = tp / (tp + fn)
+	}
+	return det, nil
+}
+
+// detScore is the detector's reward, precision and recall on one input set.
+type detScore struct{ Detection, P, R float64 }
 
 func (e *env) termCount(tasks []task) int {
 	n := 0

@@ -54,6 +54,9 @@ type rolloutOptions struct {
 	// grader's score minus the score of doing nothing with the same input
 	// ("[]" for the detector, the rough translation unchanged for agent 3).
 	counterfactual bool
+	// rawCorrections passes agent 2's answer to agent 3 as written instead
+	// of through clientCorrections (the behaviour until stop 16).
+	rawCorrections bool
 	// rlTemp is the sampling temperature of the RL rollouts; rlTempLarge
 	// that of agent 2's turns (run resolves a negative flag to rlTemp).
 	rlTemp, rlTempLarge float64
@@ -86,6 +89,7 @@ type options struct {
 	sweep                bool
 	cacheDir             string // warm-start cache; default <out>/cache
 	finalFrac, pseudo    float64
+	finalRewrite         float64
 	copySteps            int
 	roughTasks           int
 	smallCopy, largeCopy int
@@ -141,10 +145,12 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.jointSmall, "joint-small", false, "one episode (rewarded by the final translation) for agents 1 and 3 on the small model's server instead of one per agent")
 	fs.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
 	fs.Float64Var(&o.finalFrac, "final-frac", 0.4, "fraction of agent-3 examples in the small model's warm start")
+	fs.Float64Var(&o.finalRewrite, "final-rewrite", 0, "probability that agent 3's warm-start target for a true terminology error is the reference (a post-edit) instead of the rough translation with the term written in")
 	fs.IntVar(&o.copySteps, "copy-steps", 1500, "first warm-start steps of the small model spent on agent 3's copy task alone (part of -warm-steps)")
 	fs.Float64Var(&o.pseudo, "pseudo", 0.5, "fraction of agent 3's second-phase warm-start examples made on pseudo-rough texts (copy training) instead of agent 1's real outputs")
 	fs.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
 	fs.Float64Var(&o.hardFrac, "hard-frac", 0.5, "fraction of each GRPO batch drawn from error-prone train sentences (the warm-start rough translation misses a glossary term)")
+	fs.BoolVar(&o.rawCorrections, "raw-corrections", false, "pass agent 2's answer to agent 3 as written, without the client's validation (invalid JSON becomes [], items that ask for nothing are dropped)")
 	fs.BoolVar(&o.hintMarks, "hint-marks", false, "mark each glossary entry of agent 2's prompt (found) or (missing) in the rough translation, the string-matching checker's verdict")
 	fs.StringVar(&o.evalSplit, "eval-split", "test", "split the report evaluates: test, or val (for choosing settings without looking at the test split)")
 	fs.BoolVar(&o.noStd, "no-std", false, "GRPO advantages r − mean without the group-std division (Dr. GRPO, Liu et al. 2025)")
@@ -246,6 +252,9 @@ func run(o options) (*report, error) {
 	if o.groupInputs && o.jointSmall {
 		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
 	}
+	if o.finalRewrite < 0 || o.finalRewrite > 1 {
+		return nil, fmt.Errorf("-final-rewrite is a probability, got %g", o.finalRewrite)
+	}
 	if o.rlOptLarge == "" {
 		o.rlOptLarge = o.rlOpt
 	}
@@ -294,7 +303,7 @@ func run(o options) (*report, error) {
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
 	}
-	mix := warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks, Pseudo: o.pseudo, CopySteps: o.copySteps}
+	mix := warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks, Pseudo: o.pseudo, CopySteps: o.copySteps, Rewrite: o.finalRewrite}
 	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen, !o.learnedPos, o.smallCopy}, Mix: mix, Steps: o.warmSteps, Batch: o.warmBatch,
 		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
 	small, lossS, roughs, err := warmStartSmall(wc, train, tok, d.Glossary, logf)
@@ -459,6 +468,9 @@ func run(o options) (*report, error) {
 		}
 		logf("evaluating after RL")
 		if rep.aloneAfter, rep.flowAfter, err = e.evaluate(small, large, test); err != nil {
+			return nil, err
+		}
+		if rep.detFixed, err = e.detectOn(large, test, rep.flowBefore.seen); err != nil {
 			return nil, err
 		}
 	}

@@ -56,8 +56,17 @@ func TestQuickRun(t *testing.T) {
 	if !strings.Contains(string(b), "string-matching glossary checker") {
 		t.Error("report lacks the glossary checker's table")
 	}
+	if !strings.Contains(string(b), "On the warm-start row's inputs, so that only the detector differs") {
+		t.Error("report lacks the detector's figure on fixed inputs")
+	}
+	if d := rep.detFixed.Detection; d < 0 || d > 1 {
+		t.Errorf("detector on fixed inputs %v outside [0, 1]", d)
+	}
+	if !strings.Contains(string(b), "With agent 2's answer as written instead") {
+		t.Error("report lacks the workflow's figures without the client's validation")
+	}
 	for _, m := range []metrics{rep.flowBefore, rep.flowAfter} {
-		for _, v := range []float64{m.CheckerP, m.CheckerR, m.CheckerDetection, m.CheckerChrF, m.CheckerTermAcc} {
+		for _, v := range []float64{m.CheckerP, m.CheckerR, m.CheckerDetection, m.CheckerChrF, m.CheckerTermAcc, m.RawChrF, m.RawTagRate} {
 			if v < 0 || v > 1 {
 				t.Errorf("checker figure %v outside [0, 1]", v)
 			}
@@ -77,6 +86,28 @@ func TestQuickRun(t *testing.T) {
 // self-distilled one on the small model, warm-start data on the larger),
 // other sampling temperatures, AdamW on the small model, agent 1's turns
 // trained, the graders' own scores as rewards and checkpoint selection.
+// TestQuickRunZeroLR runs RL with both learning rates 0: every evaluation
+// after RL must reproduce the warm start's, and the detector on the
+// warm-start inputs (detectOn) must score what the warm-start row scored.
+func TestQuickRunZeroLR(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	o := quickOptions(t, t.TempDir())
+	o.rlLR, o.rlLRLarge = 0, 0
+	rep, err := run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, a := rep.flowBefore, rep.flowAfter
+	if a.ChrF != b.ChrF || a.Quality != b.Quality || a.Detection != b.Detection || rep.aloneAfter.ChrF != rep.aloneBefore.ChrF {
+		t.Errorf("lr 0 changed the evaluation: chrF %v → %v, quality %v → %v, detection %v → %v", b.ChrF, a.ChrF, b.Quality, a.Quality, b.Detection, a.Detection)
+	}
+	if f := rep.detFixed; f.Detection != b.Detection || f.P != b.DetP || f.R != b.DetR {
+		t.Errorf("detector on the warm-start inputs %+v, warm-start row detection %v P %v R %v", f, b.Detection, b.DetP, b.DetR)
+	}
+}
+
 func TestQuickRunRLVariants(t *testing.T) {
 	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
 		t.Skip(err)
@@ -84,7 +115,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 	out := t.TempDir()
 	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out, "-counterfactual=false", "-group-inputs",
 		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough=false",
-		"-rl-temp-large", "-1", "-rl-opt", "adamw", "-rl-opt-large", "sgd", "-rl-lr-large", "0.05", "-hint-marks"})
+		"-rl-temp-large", "-1", "-rl-opt", "adamw", "-rl-opt-large", "sgd", "-rl-lr-large", "0.05", "-hint-marks", "-raw-corrections"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +133,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
-	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "small model adamw lr 0.0001", "larger model sgd lr 0.05", "rollout temperature 0.8 (agent 2: 0.8)", "-hint-marks=true"} {
+	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "small model adamw lr 0.0001", "larger model sgd lr 0.05", "rollout temperature 0.8 (agent 2: 0.8)", "-hint-marks=true", "as written (-raw-corrections)"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -120,6 +151,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{[]string{"-group-inputs", "-joint-small"}, "-joint-small"},
 		{[]string{"-rl-opt", "adam"}, `"adam"`},
 		{[]string{"-rl-opt-large", "lion"}, `"lion"`},
+		{[]string{"-final-rewrite", "1.5"}, "-final-rewrite"},
 	} {
 		o, err := parseOptions(append([]string{"-quick", "-out", t.TempDir()}, tc.args...))
 		if err != nil {
@@ -235,6 +267,32 @@ func TestCorrectionsText(t *testing.T) {
 	}
 }
 
+func TestClientCorrections(t *testing.T) {
+	const en = "'x' must be an Object or matrix"
+	const rough = "'x'必需是对象或向量"
+	item := func(word, wrong, correct string) string {
+		return `{"original_word":"` + word + `","wrong_translation":"` + wrong + `","wrong_reason":"glossary","correct_translation":"` + correct + `"}`
+	}
+	for _, c := range []struct{ name, det, want string }{
+		{"empty", "[]", "[]"},
+		{"invalid JSON", `[{"original_word":"matrix","wrong_transl`, "[]"},
+		{"not JSON", "no errors", "[]"},
+		{"kept", "[" + item("matrix", "向量", "矩阵") + "]", "[" + item("matrix", "向量", "矩阵") + "]"},
+		{"case-insensitive", "[" + item("object", "", "物体") + "]", "[" + item("object", "", "物体") + "]"},
+		{"word not in the English", "[" + item("dmula", "", "公式") + "]", "[]"},
+		{"rendering already there", "[" + item("object", "", "对象") + "]", "[]"},
+		{"no rendering", "[" + item("matrix", "向量", "") + "]", "[]"},
+		{"mixed", "[" + item("ptrol", "", "控制") + "," + item("matrix", "", "矩阵") + "]", "[" + item("matrix", "", "矩阵") + "]"},
+	} {
+		got := clientCorrections(en, rough, c.det)
+		gotErrs, err1 := grader.ParseDetections(got)
+		wantErrs, err2 := grader.ParseDetections(c.want)
+		if err1 != nil || err2 != nil || !cmp.Equal(gotErrs, wantErrs) {
+			t.Errorf("%s: clientCorrections(%q) = %q, want %q", c.name, c.det, got, c.want)
+		}
+	}
+}
+
 func TestCheckerErrors(t *testing.T) {
 	g := corpus.NewGlossary([]corpus.Term{{En: "object", Zh: "对象"}, {En: "matrix", Zh: "矩阵"}, {En: "vector", Zh: "向量"}})
 	for _, c := range []struct {
@@ -277,47 +335,56 @@ func TestInsertTerm(t *testing.T) {
 // its corrections ask for: with "[]" or a false alarm (the rendering is
 // already there) the rough translation unchanged; with a known wrong span,
 // the rough translation with it replaced; with a true error, the term put in
-// (localEdit, else insertTerm: never the reference).
+// (localEdit, else insertTerm: never the reference), or under -final-rewrite
+// 1 the reference.
 func TestFinalExampleTargets(t *testing.T) {
 	g := corpus.NewGlossary([]corpus.Term{{En: "object", Zh: "对象"}, {En: "matrix", Zh: "矩阵"}, {En: "vector", Zh: "向量"}})
 	tk := makeTasks([]corpus.Pair{{En: "'x' must be an object or matrix", Zh: "'x'必需是对象或矩阵"}}, g, 100, 100)[0]
-	r := rand.New(rand.NewPCG(4, 4))
-	kinds := map[string]int{}
-	for _, rough := range []string{"'x'必需是对象或矩阵", "'x'必需是对象或向量", "完全不同"} {
-		rx := roughEx{T: tk, Rough: rough}
-		for i := 0; i < 400; i++ {
-			in, corr, target := finalExample(rx, g, r, 48)
-			var errs []grader.TermError
-			if err := json.Unmarshal([]byte(corr), &errs); err != nil {
-				t.Fatalf("corrections %q: %v", corr, err)
-			}
-			want := in
-			kind := "copy"
-			for _, e := range errs {
-				switch {
-				case e.WrongTranslation != "":
-					want, kind = applyCorrections(want, []grader.TermError{e}), "substitute"
-				case strings.Contains(in, e.CorrectTranslation):
-					kind = "false alarm"
-				case !strings.Contains(tk.En, e.OriginalWord):
-					kind = "term not in the English"
-				default:
-					if ed := localEdit(want, tk.Ref, e.CorrectTranslation); ed != "" {
-						want, kind = ed, "edit"
-					} else {
-						want, kind = insertTerm(want, tk.Ref, e.CorrectTranslation), "insert"
+	for _, rewrite := range []float64{0, 1} {
+		r := rand.New(rand.NewPCG(4, 4))
+		kinds := map[string]int{}
+		for _, rough := range []string{"'x'必需是对象或矩阵", "'x'必需是对象或向量", "完全不同"} {
+			rx := roughEx{T: tk, Rough: rough}
+			for i := 0; i < 400; i++ {
+				in, corr, target := finalExample(rx, g, r, 48, rewrite)
+				var errs []grader.TermError
+				if err := json.Unmarshal([]byte(corr), &errs); err != nil {
+					t.Fatalf("corrections %q: %v", corr, err)
+				}
+				want := in
+				kind := "copy"
+				for _, e := range errs {
+					switch {
+					case e.WrongTranslation != "":
+						want, kind = applyCorrections(want, []grader.TermError{e}), "substitute"
+					case strings.Contains(in, e.CorrectTranslation):
+						kind = "false alarm"
+					case !strings.Contains(tk.En, e.OriginalWord):
+						kind = "term not in the English"
+					case rewrite == 1:
+						want, kind = tk.Ref, "rewrite"
+					default:
+						if ed := localEdit(want, tk.Ref, e.CorrectTranslation); ed != "" {
+							want, kind = ed, "edit"
+						} else {
+							want, kind = insertTerm(want, tk.Ref, e.CorrectTranslation), "insert"
+						}
 					}
 				}
+				if target != finalAnswer(want) {
+					t.Fatalf("rewrite %g, %s: rough %q, corrections %s: target %q, want %q", rewrite, kind, in, corr, target, finalAnswer(want))
+				}
+				kinds[kind]++
 			}
-			if target != finalAnswer(want) {
-				t.Fatalf("%s: rough %q, corrections %s: target %q, want %q", kind, in, corr, target, finalAnswer(want))
-			}
-			kinds[kind]++
 		}
-	}
-	for _, k := range []string{"copy", "false alarm", "term not in the English", "substitute", "edit", "insert"} {
-		if kinds[k] == 0 {
-			t.Errorf("no %s example in %v", k, kinds)
+		wantKinds := []string{"copy", "false alarm", "term not in the English", "substitute", "edit", "insert"}
+		if rewrite == 1 {
+			wantKinds = []string{"copy", "false alarm", "term not in the English", "substitute", "rewrite"}
+		}
+		for _, k := range wantKinds {
+			if kinds[k] == 0 {
+				t.Errorf("rewrite %g: no %s example in %v", rewrite, k, kinds)
+			}
 		}
 	}
 }

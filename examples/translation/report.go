@@ -27,6 +27,8 @@ type report struct {
 	steps                   []stepRow
 	seconds                 float64
 	selection               *selector // nil without -select-every
+	// detFixed is the detector after RL on the warm-start row's inputs.
+	detFixed detScore
 }
 
 func (r *report) plot(path string) error {
@@ -106,6 +108,10 @@ func (r *report) write(dir string) error {
 		verdict(r.flowAfter.ChrF, r.aloneAfter.ChrF), r.flowAfter.ChrF, r.aloneAfter.ChrF, verdict(r.flowAfter.TermAcc, r.aloneAfter.TermAcc), r.flowAfter.TermAcc, r.aloneAfter.TermAcc, r.aloneBefore.ChrF, r.aloneBefore.TermAcc)
 	fmt.Fprintf(&b, "\nEach model's own reward on the %s split, warm start → after RL: small model, agent 3's final translation (quality grader) %.4f → %.4f and agent 1's rough translation (the same grader; its reward unless -joint-small) %.4f → %.4f; larger model (detection grader) %.4f → %.4f.\n\n",
 		split, r.flowBefore.Quality, r.flowAfter.Quality, r.aloneBefore.Quality, r.aloneAfter.Quality, r.flowBefore.Detection, r.flowAfter.Detection)
+	if r.flowAfter.N > 0 {
+		fmt.Fprintf(&b, "The larger model's figure after RL mixes two changes: the detector's own and its inputs' (agent 1's rough translations move with the small model's RL). On the warm-start row's inputs, so that only the detector differs, its reward is %.4f → %.4f (precision %.3f → %.3f, recall %.3f → %.3f).\n\n",
+			r.flowBefore.Detection, r.detFixed.Detection, r.flowBefore.DetP, r.detFixed.P, r.flowBefore.DetR, r.detFixed.R)
+	}
 	if sel := r.selection; sel != nil {
 		fmt.Fprintf(&b, "### Checkpoint selection (validation split, %d sentences)\n\nEach model keeps the RL checkpoint with its best own reward on validation sentences (step 0: the warm start); the figures above evaluate the kept checkpoints. Small model: step %d; larger model: step %d.\n\n| step | agent 1 quality | agent 3 quality | small model (mean) | detection |\n|---|---|---|---|---|\n",
 			len(sel.tasks), sel.best[0].step, sel.best[1].step)
@@ -124,6 +130,12 @@ func (r *report) write(dir string) error {
 	fmt.Fprintf(&b, "### Agent 3 diagnostics\n\n| workflow | detector says [] | final = rough when [] | chrF(final, rough) | chrF with true corrections | term acc with true corrections | sentences with a true error | their chrF: rough → final with true corrections |\n|---|---|---|---|---|---|---|---|\n")
 	for _, x := range rows {
 		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %.4f | %.4f | %.3f | %d | %.4f → %.4f |\n", x.name, x.m.DetEmpty, x.m.CopyEmpty, x.m.Fidelity, x.m.OracleChrF, x.m.OracleTermAcc, x.m.OracleErrN, x.m.OracleErrRough, x.m.OracleErrFinal)
+	}
+	if o.rawCorrections {
+		fmt.Fprintf(&b, "\nAgent 3 is given agent 2's answer as written (-raw-corrections).\n")
+	} else {
+		fmt.Fprintf(&b, "\nThe client validates agent 2's answer before agent 3 sees it (invalid JSON becomes [], items whose word is not in the English or whose rendering the rough translation already has are dropped). With agent 2's answer as written instead, the workflow's chrF would be %.4f at the warm start and %.4f after RL (<final_result> rate %.3f and %.3f).\n",
+			r.flowBefore.RawChrF, r.flowAfter.RawChrF, r.flowBefore.RawTagRate, r.flowAfter.RawTagRate)
 	}
 	fmt.Fprintf(&b, "\nThe last two columns give agent 3 the true corrections (the terms the rough translation lacks) instead of agent 2's: what a perfect detector would give.\n\n")
 	fmt.Fprintf(&b, "Agent 2 against a string-matching glossary checker in its place (it reports every glossary entry of agent 2's prompt whose rendering the rough translation lacks; it cannot tell which entries the reference uses):\n\n| workflow | agent 2 P / R | agent 2's detection reward | checker P / R | checker's detection reward | chrF: agent 3 with agent 2's / the checker's corrections | term acc: with agent 2's / the checker's |\n|---|---|---|---|---|---|---|\n")

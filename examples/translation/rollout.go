@@ -84,7 +84,7 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs)
 		if in != nil {
 			det = in.Detection
 		}
-		if w.Final, err = chat(ctx, final, msgsFinal(t.En, w.Given, det), e.maxTok+16, temp, seed+2); err != nil {
+		if w.Final, err = chat(ctx, final, msgsFinal(t.En, w.Given, e.corrections(t.En, w.Given, det)), e.maxTok+16, temp, seed+2); err != nil {
 			return nil, err
 		}
 		w.Quality = e.qg.Grade(t.En, t.Ref, w.Final)
@@ -125,6 +125,16 @@ func (e *env) trainRewards(t task, w workflowRun) (det, final float64) {
 		}
 	}
 	return det, final
+}
+
+// corrections is what agent 3 is given of agent 2's answer det to the rough
+// translation rough of en: clientCorrections, or det itself with
+// -raw-corrections.
+func (e *env) corrections(en, rough, det string) string {
+	if e.rawCorrections {
+		return det
+	}
+	return clientCorrections(en, rough, det)
 }
 
 // finalIdx is the index of agent 3's episode (and result) in a rollout:

@@ -73,6 +73,25 @@ type warmMix struct {
 	// small model learns only agent 3's job on pseudo-rough texts, so that
 	// copying is learnt before it becomes a share of a mixture.
 	CopySteps int
+	// Rewrite is the probability that agent 3's target for a true error
+	// (a glossary term missing from agent 1's output) is the reference
+	// itself, a post-edit, instead of the rough translation with the term
+	// written in (finalExample). 0 by default (measured in
+	// notes/translation.md R15).
+	Rewrite float64
+}
+
+// key is the mixture's part of a warm-start cache key; Rewrite enters it
+// only when set, so that checkpoints cached before it existed still load.
+func (m warmMix) key() string {
+	base := m
+	base.Rewrite = 0
+	k := fmt.Sprintf("%+v", base)
+	k = strings.Replace(k, " Rewrite:0}", "}", 1)
+	if m.Rewrite != 0 {
+		k += fmt.Sprintf("|rewrite=%g", m.Rewrite)
+	}
+	return k
 }
 
 // presentTerms are the task's terms whose rendering the rough translation
@@ -212,7 +231,8 @@ func insertTerm(rough, ref, zh string) string {
 //     not in the rough translation (two times in three), inserted at the
 //     same relative position (insertTerm). Until stop 14 the target was
 //     then the reference itself, which taught agent 3 to re-translate
-//     whenever it was given a correction;
+//     whenever it was given a correction; with probability rewrite it still
+//     is (a post-edit target, -final-rewrite);
 //   - with probability 0.15, a false alarm (a correction whose rendering the
 //     rough translation already has), and with probability 0.1 one naming
 //     a term the English does not contain: the rough translation unchanged;
@@ -221,7 +241,7 @@ func insertTerm(rough, ref, zh string) string {
 //
 // So agent 3 keeps agent 1's translation unless a correction asks for a
 // change, instead of re-translating everything (too hard for a small model).
-func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (rough, corr, target string) {
+func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int, rewrite float64) (rough, corr, target string) {
 	rough = clip(rx.Rough, maxRough)
 	if r.Float64() < 0.3 {
 		if bad, e, ok := injectIntoRough(rx.T, rough, g, r); ok {
@@ -248,6 +268,9 @@ func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (r
 		}
 	}
 	if truth := truthErrors(rx.T, rough); len(truth) > 0 && r.Float64() < 0.6 {
+		if rewrite > 0 && r.Float64() < rewrite {
+			return rough, errorsJSON(truth), finalAnswer(rx.T.Ref)
+		}
 		fixed := rough
 		for _, e := range truth {
 			if f := localEdit(fixed, rx.T.Ref, e.CorrectTranslation); f != "" {
@@ -382,7 +405,7 @@ func (c warmCfg) cachePath(role string, tok *tokenizer.Tokenizer, extra string) 
 	tj, _ := tok.MarshalJSON()
 	h := sha256.New()
 	fmt.Fprintf(h, "v%d|%s|", cacheVersion[role], role)
-	fmt.Fprintf(h, "%+v|%+v|%d|%d|%g|%d|%d|%d|%s|", c.Spec, c.Mix, c.Steps, c.Batch, c.LR, c.Seed, c.MaxRough, c.MaxTok, extra)
+	fmt.Fprintf(h, "%+v|%s|%d|%d|%g|%d|%d|%d|%s|", c.Spec, c.Mix.key(), c.Steps, c.Batch, c.LR, c.Seed, c.MaxRough, c.MaxTok, extra)
 	h.Write(tj)
 	key := hex.EncodeToString(h.Sum(nil))[:16]
 	return filepath.Join(c.CacheDir, fmt.Sprintf("warm-%s-%s", role, key))
@@ -564,7 +587,7 @@ func smallExamples(tasks []task, rx []roughEx, tok *tokenizer.Tokenizer, g *corp
 			return roleExample(tok, msgsFinal(t.En, rough, corr), target)
 		}
 		x := rx[r.IntN(len(rx))]
-		rough, corr, target := finalExample(x, g, r, maxRough)
+		rough, corr, target := finalExample(x, g, r, maxRough, mix.Rewrite)
 		return roleExample(tok, msgsFinal(x.T.En, rough, corr), target)
 	}
 }
