@@ -259,12 +259,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	flow.OracleChrF, flow.OracleTermAcc = oracle.ChrF, oracle.TermAcc
 	flow.CheckerChrF, flow.CheckerTermAcc = checker.ChrF, checker.TermAcc
 	flow.CheckerDetection /= float64(len(tasks))
-	if ctp+cfp > 0 {
-		flow.CheckerP = ctp / (ctp + cfp)
-	}
-	if ctp+cfn > 0 {
-		flow.CheckerR = ctp / (ctp + cfn)
-	}
+	flow.CheckerP, flow.CheckerR = precRecall(ctp, cfp, cfn)
 	flow.Fidelity /= float64(len(tasks))
 	flow.GainEmpty /= float64(len(tasks))
 	flow.GainTrue /= float64(len(tasks))
@@ -277,12 +272,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	if nEmpty > 0 {
 		flow.CopyEmpty /= nEmpty
 	}
-	if tp+fp > 0 {
-		flow.DetP = tp / (tp + fp)
-	}
-	if tp+fn > 0 {
-		flow.DetR = tp / (tp + fn)
-	}
+	flow.DetP, flow.DetR = precRecall(tp, fp, fn)
 	if flow.DetP+flow.DetR > 0 {
 		flow.DetF1 = 2 * flow.DetP * flow.DetR / (flow.DetP + flow.DetR)
 	}
@@ -316,13 +306,20 @@ func (e *env) detectOn(large *nn.LM, tasks []task, seen []string) (det detScore,
 		fn += d.Parts["fn"]
 	}
 	det.Detection /= float64(len(tasks))
+	det.P, det.R = precRecall(tp, fp, fn)
+	return det, nil
+}
+
+// precRecall is precision and recall from true positive, false positive and
+// false negative counts (0 where a denominator is 0).
+func precRecall(tp, fp, fn float64) (p, r float64) {
 	if tp+fp > 0 {
-		det.P = tp / (tp + fp)
+		p = tp / (tp + fp)
 	}
 	if tp+fn > 0 {
-		det.R = tp / (tp + fn)
+		r = tp / (tp + fn)
 	}
-	return det, nil
+	return p, r
 }
 
 // detScore is the detector's reward, precision and recall on one input set.

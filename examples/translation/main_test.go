@@ -81,11 +81,6 @@ func TestQuickRun(t *testing.T) {
 	}
 }
 
-// TestQuickRunRLVariants runs -quick with the RL-phase options that differ
-// from the defaults: shared group inputs, supervised anchors (the
-// self-distilled one on the small model, warm-start data on the larger),
-// other sampling temperatures, AdamW on the small model, agent 1's turns
-// trained, the graders' own scores as rewards and checkpoint selection.
 // TestQuickRunZeroLR runs RL with both learning rates 0: every evaluation
 // after RL must reproduce the warm start's, and the detector on the
 // warm-start inputs (detectOn) must score what the warm-start row scored.
@@ -108,6 +103,11 @@ func TestQuickRunZeroLR(t *testing.T) {
 	}
 }
 
+// TestQuickRunRLVariants runs -quick with the RL-phase options that differ
+// from the defaults: shared group inputs, supervised anchors (the
+// self-distilled one on the small model, warm-start data on the larger),
+// other sampling temperatures, AdamW on the small model, agent 1's turns
+// trained, the graders' own scores as rewards and checkpoint selection.
 func TestQuickRunRLVariants(t *testing.T) {
 	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
 		t.Skip(err)
