@@ -53,6 +53,9 @@ type metrics struct {
 	// measured, zero, under -raw-corrections, where the workflow is that).
 	RawChrF, RawTagRate float64
 	placeholderSentence int
+	// sent holds each sentence's figures, in task order, for the paired
+	// bootstrap intervals of the report (pairedBootstrap).
+	sent []sentScore
 	// seen is what agent 2 was given of each rough translation (workflow
 	// rows only), kept so that a later detector can be scored on the same
 	// inputs (detectOn).
@@ -219,7 +222,11 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 				flow.CopyEmpty++
 			}
 		}
-		flow.Quality += e.qg.Grade(t.En, t.Ref, fin[i]).Normalised - e.qg.GradeText(t.En, t.Ref, final, grader.Result{}).Normalised
+		// The quality grader on agent 3's output as written (a missing
+		// <final_result> scores 0), where scoreText graded the bare text.
+		q := e.qg.Grade(t.En, t.Ref, fin[i]).Normalised
+		flow.Quality += q - flow.sent[i].Quality
+		flow.sent[i].Quality = q
 		// Graded against the errors of the text agent 2 was given, as in
 		// the RL rollouts.
 		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truth[i])
@@ -231,6 +238,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		default:
 			flow.GainFalse += gain
 		}
+		flow.sent[i].Detection = d.Normalised
 		flow.Detection += d.Normalised
 		flow.JSONValid += d.Parts["json_valid"]
 		tp += d.Parts["tp"]
@@ -301,6 +309,7 @@ func (e *env) detectOn(large *nn.LM, tasks []task, seen []string) (det detScore,
 	for i, t := range tasks {
 		d := grader.ProperNounDetectionGrader{}.Grade(out[i], truthErrors(t, seen[i]))
 		det.Detection += d.Normalised
+		det.sent = append(det.sent, d.Normalised)
 		tp += d.Parts["tp"]
 		fp += d.Parts["fp"]
 		fn += d.Parts["fn"]
@@ -322,8 +331,12 @@ func precRecall(tp, fp, fn float64) (p, r float64) {
 	return p, r
 }
 
-// detScore is the detector's reward, precision and recall on one input set.
-type detScore struct{ Detection, P, R float64 }
+// detScore is the detector's reward, precision and recall on one input set,
+// and its reward on each sentence.
+type detScore struct {
+	Detection, P, R float64
+	sent            []float64
+}
 
 func (e *env) termCount(tasks []task) int {
 	n := 0
@@ -356,5 +369,6 @@ func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 		}
 	}
 	m.Quality += r.Normalised
+	m.sent = append(m.sent, sentScore{ChrF: chrf, Quality: r.Normalised})
 	return chrf
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/google/go-cmp/cmp"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -58,6 +59,35 @@ func TestQuickRun(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "On the warm-start row's inputs, so that only the detector differs") {
 		t.Error("report lacks the detector's figure on fixed inputs")
+	}
+	if !strings.Contains(string(b), "Paired bootstrap over the") {
+		t.Error("report lacks the bootstrap intervals")
+	}
+	// The per-sentence figures the intervals resample must average to the
+	// report's means.
+	mean := func(x []float64) float64 {
+		var s float64
+		for _, v := range x {
+			s += v
+		}
+		return s / float64(len(x))
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	for name, m := range map[string]metrics{"alone before": rep.aloneBefore, "flow before": rep.flowBefore, "alone after": rep.aloneAfter, "flow after": rep.flowAfter} {
+		if len(m.sent) != m.N {
+			t.Fatalf("%s: %d sentence scores for %d sentences", name, len(m.sent), m.N)
+		}
+		if c, q := mean(field(m.sent, chrfOf)), mean(field(m.sent, qualityOf)); !near(c, m.ChrF) || !near(q, m.Quality) {
+			t.Errorf("%s: sentence means chrF %g quality %g, report %g %g", name, c, q, m.ChrF, m.Quality)
+		}
+	}
+	for name, m := range map[string]metrics{"flow before": rep.flowBefore, "flow after": rep.flowAfter} {
+		if d := mean(field(m.sent, detOf)); !near(d, m.Detection) {
+			t.Errorf("%s: sentence mean detection %g, report %g", name, d, m.Detection)
+		}
+	}
+	if d := mean(rep.detFixed.sent); !near(d, rep.detFixed.Detection) {
+		t.Errorf("fixed inputs: sentence mean detection %g, report %g", d, rep.detFixed.Detection)
 	}
 	if d := rep.detFixed.Detection; d < 0 || d > 1 {
 		t.Errorf("detector on fixed inputs %v outside [0, 1]", d)

@@ -112,6 +112,9 @@ func (r *report) write(dir string) error {
 		fmt.Fprintf(&b, "The larger model's figure after RL mixes two changes: the detector's own and its inputs' (agent 1's rough translations move with the small model's RL). On the warm-start row's inputs, so that only the detector differs, its reward is %.4f → %.4f (precision %.3f → %.3f, recall %.3f → %.3f).\n\n",
 			r.flowBefore.Detection, r.detFixed.Detection, r.flowBefore.DetP, r.detFixed.P, r.flowBefore.DetR, r.detFixed.R)
 	}
+	if r.flowAfter.N > 0 && len(r.flowBefore.sent) == len(r.flowAfter.sent) {
+		r.writeIntervals(&b, split)
+	}
 	if sel := r.selection; sel != nil {
 		fmt.Fprintf(&b, "### Checkpoint selection (validation split, %d sentences)\n\nEach model keeps the RL checkpoint with its best own reward on validation sentences (step 0: the warm start); the figures above evaluate the kept checkpoints. Small model: step %d; larger model: step %d.\n\n| step | agent 1 quality | agent 3 quality | small model (mean) | detection |\n|---|---|---|---|---|\n",
 			len(sel.tasks), sel.best[0].step, sel.best[1].step)
@@ -158,4 +161,35 @@ func (r *report) write(dir string) error {
 		fmt.Fprintf(&b, "| %d | %.4f | %d | %.4f | %d | %.1f |\n", s.Step, s.RewardSmall, s.GlobalSmall, s.RewardLarge, s.GlobalLarge, s.Seconds)
 	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// writeIntervals writes the report's paired bootstrap intervals
+// (pairedBootstrap): how far the evaluated sentences let each headline
+// difference be told from zero. They cover the choice of sentences only,
+// not the RL phase's own randomness (-rl-seed), which moves the after-RL
+// figures too.
+func (r *report) writeIntervals(b *strings.Builder, split string) {
+	n := len(r.flowAfter.sent)
+	fmt.Fprintf(b, "Paired bootstrap over the %d %s sentences (%d resamples, 95 %% percentile intervals; they cover which sentences were drawn, not the RL phase's own randomness, see -rl-seed):\n\n| difference (mean over sentences) | estimate [95 %% interval] |\n|---|---|\n",
+		n, split, bootstrapResamples)
+	ci := func(a, b []float64) diffCI { return pairedBootstrap(a, b, bootstrapResamples, r.opts.seed) }
+	chrf := func(m metrics) []float64 { return field(m.sent, chrfOf) }
+	type ciRow struct {
+		name string
+		d    diffCI
+	}
+	rows := []ciRow{
+		{"chrF: workflow after RL − agent 1 alone after RL", ci(chrf(r.flowAfter), chrf(r.aloneAfter))},
+		{"chrF: workflow after RL − agent 1 alone at the warm start", ci(chrf(r.flowAfter), chrf(r.aloneBefore))},
+		{"chrF: workflow − agent 1 alone, both at the warm start", ci(chrf(r.flowBefore), chrf(r.aloneBefore))},
+		{"agent 3's own reward: after RL − warm start", ci(field(r.flowAfter.sent, qualityOf), field(r.flowBefore.sent, qualityOf))},
+		{"detector's own reward: after RL − warm start", ci(field(r.flowAfter.sent, detOf), field(r.flowBefore.sent, detOf))},
+	}
+	if len(r.detFixed.sent) == n {
+		rows = append(rows, ciRow{"detector's own reward on the warm start's inputs: after RL − warm start", ci(r.detFixed.sent, field(r.flowBefore.sent, detOf))})
+	}
+	for _, x := range rows {
+		fmt.Fprintf(b, "| %s | %s |\n", x.name, x.d)
+	}
+	b.WriteString("\n")
 }
