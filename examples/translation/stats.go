@@ -15,10 +15,7 @@ type sentScore struct {
 }
 
 // diffCI is a paired difference of means with its bootstrap interval.
-type diffCI struct {
-	Mean, Lo, Hi float64
-	N            int // sentences
-}
+type diffCI struct{ Mean, Lo, Hi float64 }
 
 // String writes the difference with its 95 % interval, "+0.0043 [−0.0012, +0.0101]".
 func (d diffCI) String() string {
@@ -56,7 +53,7 @@ func pairedBootstrap(a, b []float64, n int, seed uint64) diffCI {
 		d[i] = a[i] - b[i]
 		sum += d[i]
 	}
-	out := diffCI{Mean: sum / float64(m), N: m}
+	out := diffCI{Mean: sum / float64(m)}
 	if n <= 0 {
 		out.Lo, out.Hi = out.Mean, out.Mean
 		return out
