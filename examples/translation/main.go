@@ -102,6 +102,10 @@ type options struct {
 	ptxSmall, ptxLarge   int
 	selectEvery, selectN int
 	anchorSelf           int
+	epochsLarge          int
+	aggLarge             string
+	batchLarge           int
+	skipEqualLarge       bool
 	// settings lists every flag's value after parsing (for the report).
 	settings string
 }
@@ -166,6 +170,10 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.selectEvery, "select-every", 0, "every this many GRPO steps (and before the first) evaluate both models on -select-n validation sentences and keep, per model, the checkpoint with the best own validation reward (0: keep the last)")
 	fs.IntVar(&o.selectN, "select-n", 200, "validation sentences of the checkpoint selection")
 	fs.IntVar(&o.anchorSelf, "anchor-self", 0, "after each GRPO update of the small model, one supervised step on this many agent-3 prompts with the warm start's own greedy replies as targets (0: none; replaces -ptx-small)")
+	fs.IntVar(&o.epochsLarge, "epochs-large", 1, "GRPO passes over each batch of the larger model (PPO's epochs, μ of Shao et al. 2024; later passes are importance-weighted and clipped)")
+	fs.StringVar(&o.aggLarge, "agg-large", "seq", "how the larger model's GRPO loss aggregates token terms: seq (mean per sequence, then over sequences: the GRPO paper's), token (mean over all tokens of the batch: DAPO's token-level loss, Yu et al. 2025, where long answers weigh more than \"[]\")")
+	fs.IntVar(&o.batchLarge, "batch-large", 0, "tasks per GRPO step of the larger model (0: -batch); the tasks beyond -batch train the larger model alone (the small model's turns in them are evaluation episodes)")
+	fs.BoolVar(&o.skipEqualLarge, "skip-equal-large", false, "drop the larger model's GRPO groups whose rewards are all equal (zero advantage) from its loss, so they do not dilute the informative ones (DAPO's dynamic sampling without the resampling, Yu et al. 2025)")
 	fs.StringVar(&o.cacheDir, "cache", "", "warm-start checkpoint cache (default <out>/cache)")
 	fs.StringVar(&o.profile, "profile", "", "write a profile (cpu, mem, allocs, block, mutex, trace) of the run to <out>/profile")
 	if err := fs.Parse(args); err != nil {
@@ -251,6 +259,21 @@ func run(o options) (*report, error) {
 	}
 	if o.groupInputs && o.jointSmall {
 		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
+	}
+	if o.epochsLarge < 1 {
+		return nil, fmt.Errorf("-epochs-large wants at least 1 pass, got %d", o.epochsLarge)
+	}
+	if o.batchLarge == 0 {
+		o.batchLarge = o.batch
+	}
+	if o.batchLarge < o.batch {
+		return nil, fmt.Errorf("-batch-large (%d) must be at least -batch (%d)", o.batchLarge, o.batch)
+	}
+	if o.batchLarge > o.batch && o.jointSmall {
+		return nil, errors.New("-batch-large needs an episode per agent (not -joint-small)")
+	}
+	if o.aggLarge != "seq" && o.aggLarge != "token" {
+		return nil, fmt.Errorf("-agg-large wants seq or token, got %q", o.aggLarge)
 	}
 	if o.finalRewrite < 0 || o.finalRewrite > 1 {
 		return nil, fmt.Errorf("-final-rewrite is a probability, got %g", o.finalRewrite)
@@ -341,7 +364,12 @@ func run(o options) (*report, error) {
 			anchorN = o.anchorSelf
 		}
 		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, o.grpo()).withAnchor(anchor, anchorN)
-		ml := newLMModel("large", large, tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, o.grpo()).
+		gl := o.grpo()
+		gl.Epochs, gl.SkipEqualGroups = o.epochsLarge, o.skipEqualLarge
+		if o.aggLarge == "token" {
+			gl.Aggregation = rl.TokenMean
+		}
+		ml := newLMModel("large", large, tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, gl).
 			withAnchor(largeExamples(roughs, tok, e.hint, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge)
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {
@@ -350,6 +378,9 @@ func run(o options) (*report, error) {
 		for i, m := range []swarm.Model{ms, ml} {
 			cfg := swarm.DefaultTrainConfig()
 			cfg.BatchSize, cfg.NumRepeat, cfg.MaxStaleness = o.batch, o.repeats, 1
+			if i == 1 {
+				cfg.BatchSize = o.batchLarge
+			}
 			if i == 0 && !o.jointSmall && !o.noTrainFinal && !o.noTrainRough {
 				cfg.BatchSize = 2 * o.batch // a group for agent 1 and one for agent 3 per task
 			}
@@ -408,7 +439,7 @@ func run(o options) (*report, error) {
 		// have no true error and the detector learns that "[]" always pays
 		// (it did, with half the tasks merely having glossary terms:
 		// notes/translation.md).
-		batch := make([]task, o.batch)
+		batch := make([]task, o.batchLarge)
 		for i := range batch {
 			// Error-prone slots spread evenly: with 0.5, the odd ones.
 			isHard := math.Floor(float64(i+1)*o.hardFrac) > math.Floor(float64(i)*o.hardFrac)
@@ -419,7 +450,7 @@ func run(o options) (*report, error) {
 			}
 		}
 		st := time.Now()
-		rs, rl, err := e.rlRound(ctx, clients, batch, o.repeats, r, step)
+		rs, rl, err := e.rlRound(ctx, clients, batch, o.batch, o.repeats, r, step)
 		if err != nil {
 			return nil, fmt.Errorf("RL step %d: %w", step, err)
 		}
@@ -443,13 +474,17 @@ func run(o options) (*report, error) {
 		rep.steps = append(rep.steps, stepRow{Step: step + 1, RewardSmall: rs, RewardLarge: rl, GlobalSmall: gs[0], GlobalLarge: gs[1], Seconds: time.Since(st).Seconds()})
 		bar.Add(1)
 		var gn [2]float64
+		skipped := ""
 		if local {
 			for i, s := range servers {
 				gn[i] = s.LastTrainStats()["grad_norm"]
 			}
+			if o.skipEqualLarge {
+				skipped = fmt.Sprintf(", %g of %d groups skipped", servers[1].LastTrainStats()["skipped_groups"], o.batchLarge)
+			}
 		}
-		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g)\n",
-			time.Since(t0).Seconds(), step+1, rs, gs[0], gn[0], rl, gs[1], gn[1])
+		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g%s)\n",
+			time.Since(t0).Seconds(), step+1, rs, gs[0], gn[0], rl, gs[1], gn[1], skipped)
 		if local && o.selectEvery > 0 && ((step+1)%o.selectEvery == 0 || step+1 == o.steps) {
 			// Both servers are idle between rounds: no episode is open.
 			if err := sel.check(step + 1); err != nil {

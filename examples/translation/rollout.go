@@ -147,17 +147,19 @@ func (e *env) finalIdx() int {
 }
 
 // beginOptions gives each episode of one rollout its GRPO group: one group
-// per task and agent on each server.
-func (e *env) beginOptions(taskID string) []swarm.BeginOptions {
+// per task and agent on each server. With detOnly the small model's
+// episodes are evaluation episodes: the task trains the larger model alone
+// (the extra tasks of -batch-large).
+func (e *env) beginOptions(taskID string, detOnly bool) []swarm.BeginOptions {
 	if e.jointSmall {
 		return []swarm.BeginOptions{{TaskID: taskID}}
 	}
 	final := swarm.BeginOptions{TaskID: taskID + "/agent3"}
-	if e.noTrainFinal {
+	if e.noTrainFinal || detOnly {
 		final.Type = swarm.EpisodeEval
 	}
 	rough := swarm.BeginOptions{TaskID: taskID + "/agent1"}
-	if e.noTrainRough {
+	if e.noTrainRough || detOnly {
 		rough.Type = swarm.EpisodeEval
 	}
 	return []swarm.BeginOptions{rough, {TaskID: taskID + "/agent2"}, final}
@@ -166,12 +168,13 @@ func (e *env) beginOptions(taskID string) []swarm.BeginOptions {
 // rlRound runs batch tasks × repeats workflows concurrently (one GRPO group
 // per task and agent on each server) and returns the mean final-translation
 // quality (the small model's reward for agent 3) and the mean reward of the
-// larger model.
-func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task, repeats int, r *rand.Rand, round int) (small, large float64, err error) {
+// larger model. Tasks from index nSmall on train the larger model alone
+// (beginOptions' detOnly); small is the mean over the first nSmall.
+func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task, nSmall, repeats int, r *rand.Rand, round int) (small, large float64, err error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr error
-	n := 0
+	n, ns := 0, 0
 	for ti, t := range tasks {
 		var in *groupInputs
 		if e.groupInputs {
@@ -187,7 +190,7 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 			taskID := fmt.Sprintf("r%d-t%d", round, ti)
 			go func() {
 				defer wg.Done()
-				res, err := swarm.RunWorkflow(ctx, clients, e.beginOptions(taskID), taskID, e.rolloutWorkflow(t, e.rlTemp, seed, in))
+				res, err := swarm.RunWorkflow(ctx, clients, e.beginOptions(taskID, ti >= nSmall), taskID, e.rolloutWorkflow(t, e.rlTemp, seed, in))
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -200,7 +203,10 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 				// The graders' scores, not the difference rewards of
 				// -counterfactual; with -shared-reward the larger model's
 				// reward is the final translation's quality.
-				small += res[e.finalIdx()].Metadata["quality"].(float64)
+				if ti < nSmall {
+					small += res[e.finalIdx()].Metadata["quality"].(float64)
+					ns++
+				}
 				if e.sharedReward {
 					large += res[1].Reward
 				} else {
@@ -211,10 +217,10 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 		}
 	}
 	wg.Wait()
-	if n == 0 {
+	if n == 0 || ns == 0 {
 		return 0, 0, firstErr
 	}
-	return small / float64(n), large / float64(n), nil
+	return small / float64(ns), large / float64(n), nil
 }
 
 // greedyInputs runs agents 1 and 2 greedily on t in evaluation episodes
