@@ -106,6 +106,7 @@ type options struct {
 	aggLarge             string
 	batchLarge           int
 	skipEqualLarge       bool
+	splitHan             bool
 	// settings lists every flag's value after parsing (for the report).
 	settings string
 }
@@ -124,6 +125,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.largeLayers, "large-layers", 3, "layers of the larger model")
 	fs.IntVar(&o.maxLen, "max-len", 128, "context length of both models")
 	fs.IntVar(&o.vocab, "vocab", 768, "BPE vocabulary size")
+	fs.BoolVar(&o.splitHan, "split-han", false, "BPE merges stay within one Chinese character (each Han character is its own pre-tokenization chunk), so a term such as 长度 is the same tokens in the glossary hint and inside 的长度")
 	fs.IntVar(&o.warmSteps, "warm-steps", 4000, "supervised warm-start steps of the small model (agents 1 and 3)")
 	fs.IntVar(&o.largeWarmSteps, "large-warm-steps", 1000, "supervised warm-start steps of the larger model (agent 2)")
 	fs.IntVar(&o.warmBatch, "warm-batch", 16, "warm-start batch size")
@@ -317,7 +319,7 @@ func run(o options) (*report, error) {
 	}
 	logf("data: %d train / %d test tasks (of %d/%d pairs), glossary %d terms, %d acronyms",
 		len(train), len(test), len(d.Train), len(d.Test), len(d.Glossary.Terms), len(d.Acronyms))
-	tok, err := trainTokenizer(train, d.Glossary, o.vocab)
+	tok, err := trainTokenizer(train, d.Glossary, o.vocab, o.splitHan)
 	if err != nil {
 		return nil, err
 	}
@@ -354,6 +356,7 @@ func run(o options) (*report, error) {
 	// Servers.
 	var addrs []string
 	var servers []*swarm.Server
+	var perRound [2]int64 // train episodes each server gets per GRPO round
 	if local {
 		// The supervised anchors draw from their own random streams.
 		anchor, anchorN := smallExamples(train, roughs, tok, d.Glossary, mix, e.maxRough, rand.New(rand.NewPCG(rlSeed, 71))), o.ptxSmall
@@ -400,6 +403,7 @@ func run(o options) (*report, error) {
 			defer srv.Close()
 			servers = append(servers, srv)
 			addrs = append(addrs, ln.Addr().String())
+			perRound[i] = int64(cfg.BatchSize * cfg.NumRepeat)
 		}
 	} else {
 		addrs = strings.Split(o.servers, ",")
@@ -456,11 +460,16 @@ func run(o options) (*report, error) {
 		}
 		var gs [2]int64
 		if local {
-			// Wait until both servers trained on this round.
+			// Wait until both servers trained on this round: each has
+			// handed all of this round's episodes to a training step and
+			// is rolling again. (Not the model's version: it moves by the
+			// optimizer steps, two a round with -epochs-large 2 and none
+			// when -skip-equal-large finds every group equal.)
 			for i, s := range servers {
 				for {
-					_, _, g := s.Status()
-					if g >= int64(step+1) {
+					status, _, g := s.Status()
+					a := s.Accounting()
+					if status == swarm.StatusRolling && a.TrainedEpisodes+a.Dropped >= int64(step+1)*perRound[i] {
 						gs[i] = g
 						break
 					}

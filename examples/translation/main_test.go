@@ -515,3 +515,31 @@ func TestQuickSweep(t *testing.T) {
 		t.Errorf("arm 0's report does not record the independent reward")
 	}
 }
+
+// TestQuickRunAllGroupsSkipped runs the larger model greedily with
+// -skip-equal-large: every repeat of a task gives the same answer, so every
+// group is skipped and no update changes the model's version. The client
+// must still see each round as trained (it waited for the version until
+// stop 19, and gave up after 90 s).
+func TestQuickRunAllGroupsSkipped(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", t.TempDir(), "-skip-equal-large", "-rl-temp-large", "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.applyQuick()
+	rep, err := run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.steps) != o.steps {
+		t.Fatalf("%d GRPO steps reported, want %d", len(rep.steps), o.steps)
+	}
+	for _, s := range rep.steps {
+		if s.GlobalLarge != 0 {
+			t.Errorf("step %d: the larger model's version is %d, want 0 (every group skipped)", s.Step, s.GlobalLarge)
+		}
+	}
+}

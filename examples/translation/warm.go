@@ -21,7 +21,7 @@ import (
 
 // trainTokenizer learns the BPE vocabulary on the train split (both
 // languages) plus the agents' fixed strings.
-func trainTokenizer(train []task, g *corpus.Glossary, vocab int) (*tokenizer.Tokenizer, error) {
+func trainTokenizer(train []task, g *corpus.Glossary, vocab int, splitHan bool) (*tokenizer.Tokenizer, error) {
 	var texts []string
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, t := range train {
@@ -32,7 +32,7 @@ func trainTokenizer(train []task, g *corpus.Glossary, vocab int) (*tokenizer.Tok
 	for i := 0; i < 50; i++ {
 		texts = append(texts, sysTranslate, sysDetect, sysFinal)
 	}
-	return tokenizer.Train(texts, tokenizer.TrainOptions{VocabSize: vocab})
+	return tokenizer.Train(texts, tokenizer.TrainOptions{VocabSize: vocab, SplitHan: splitHan})
 }
 
 // roleExample builds one supervised example: the chat prompt and the

@@ -15,17 +15,22 @@ type fileFormat struct {
 	Format   string   `json:"format"`
 	Specials []string `json:"specials"`
 	Merges   [][2]int `json:"merges"`
+	// SplitHan is TrainOptions.SplitHan; absent (false) in files written
+	// before it existed, which split as before.
+	SplitHan bool `json:"split_han,omitempty"`
 }
 
 // MarshalJSON encodes the tokenizer as
 //
 //	{"format":"troupe-byte-bpe-v1","specials":[...],"merges":[[a,b],...]}
+//
+// with "split_han":true added when TrainOptions.SplitHan was set.
 func (t *Tokenizer) MarshalJSON() ([]byte, error) {
 	merges := t.merges
 	if merges == nil {
 		merges = [][2]int{}
 	}
-	return json.Marshal(fileFormat{Format: formatName, Specials: t.specials, Merges: merges})
+	return json.Marshal(fileFormat{Format: formatName, Specials: t.specials, Merges: merges, SplitHan: t.splitHan})
 }
 
 // UnmarshalJSON decodes a tokenizer written by MarshalJSON, validating every
@@ -43,6 +48,7 @@ func (t *Tokenizer) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	t.specials, t.merges, t.ranks, t.vocab, t.specialID = nt.specials, nt.merges, nt.ranks, nt.vocab, nt.specialID
+	t.splitHan = f.SplitHan
 	t.mu.Lock()
 	t.cache = make(map[string][]int32)
 	t.mu.Unlock()

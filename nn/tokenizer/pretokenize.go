@@ -43,8 +43,15 @@ var contractions = []string{"s", "t", "re", "ve", "m", "ll", "d"}
 //	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //
 // with one change: Han characters form runs of their own, separate from other
-// letters. Go's regexp has no look-ahead, hence the hand-written scanner.
-func splitChunks(s string, emit func(string)) {
+// letters. With splitHan every Han character is a chunk of its own (with the
+// single space before it, if any), so that no merge spans two characters:
+// the Chinese counterpart of BERT's tokenize_chinese_chars (Devlin et al.
+// 2019, "BERT: Pre-training of Deep Bidirectional Transformers for Language
+// Understanding", arXiv:1810.04805). A Chinese word is then the same token
+// sequence wherever it occurs, where runs let 长度 be one token alone and
+// part of 的长度 after 的. Go's regexp has no look-ahead, hence the
+// hand-written scanner.
+func splitChunks(s string, splitHan bool, emit func(string)) {
 	n := len(s)
 	i := 0
 	for i < n {
@@ -78,6 +85,10 @@ func splitChunks(s string, emit func(string)) {
 		}
 		if cls != classSpace {
 			i += w
+			if cls == classHan && splitHan {
+				emit(s[start:i])
+				continue
+			}
 			for i < n {
 				r, w = utf8.DecodeRuneInString(s[i:])
 				if runeClass(r, w) != cls {

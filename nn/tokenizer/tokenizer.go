@@ -35,6 +35,9 @@ type Tokenizer struct {
 	ranks     map[uint64]int32 // pair key -> merged id
 	vocab     [][]byte         // id -> bytes (specials: their text)
 	specialID map[string]int
+	// splitHan: every Han character is its own pre-tokenization chunk
+	// (TrainOptions.SplitHan).
+	splitHan bool
 
 	mu    sync.RWMutex
 	cache map[string][]int32
@@ -95,6 +98,10 @@ func (t *Tokenizer) firstMerge() int { return NumBytes + len(t.specials) }
 // merges. Every id Encode or ApplyChat returns is below VocabSize.
 func (t *Tokenizer) VocabSize() int { return len(t.vocab) }
 
+// SplitHan reports whether every Han character is its own pre-tokenization
+// chunk (TrainOptions.SplitHan).
+func (t *Tokenizer) SplitHan() bool { return t.splitHan }
+
 // NumMerges is the number of learned merges.
 func (t *Tokenizer) NumMerges() int { return len(t.merges) }
 
@@ -141,7 +148,7 @@ func (t *Tokenizer) Encode(s string) []int {
 
 // AppendEncode appends the ids of s to dst and returns the extended slice.
 func (t *Tokenizer) AppendEncode(dst []int, s string) []int {
-	splitChunks(s, func(chunk string) {
+	splitChunks(s, t.splitHan, func(chunk string) {
 		for _, id := range t.encodeChunk(chunk) {
 			dst = append(dst, int(id))
 		}
@@ -317,6 +324,11 @@ type TrainOptions struct {
 	// Specials are the special tokens; nil means DefaultSpecials. Use an empty
 	// non-nil slice for none.
 	Specials []string
+	// SplitHan makes every Han character a pre-tokenization chunk of its
+	// own, so that merges stay within one character (see splitChunks). The
+	// tokenizer keeps the choice (and its JSON records it): Encode splits
+	// the same way.
+	SplitHan bool
 }
 
 // Train learns a byte-level BPE tokenizer from texts (Sennrich et al. 2016).
@@ -344,7 +356,7 @@ func Train(texts []string, opt TrainOptions) (*Tokenizer, error) {
 	var words [][]int32
 	var counts []int64
 	for _, text := range texts {
-		splitChunks(text, func(c string) {
+		splitChunks(text, opt.SplitHan, func(c string) {
 			if i, ok := index[c]; ok {
 				counts[i]++
 				return
@@ -453,7 +465,12 @@ func Train(texts []string, opt TrainOptions) (*Tokenizer, error) {
 		}
 		newID++
 	}
-	return build(specials, merges)
+	tok, err := build(specials, merges)
+	if err != nil {
+		return nil, err
+	}
+	tok.splitHan = opt.SplitHan
+	return tok, nil
 }
 
 type pairItem struct {

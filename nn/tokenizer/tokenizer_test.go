@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -31,7 +32,7 @@ func trainedOnCorpus(t testing.TB, vocab int) *Tokenizer {
 
 func chunks(s string) []string {
 	var out []string
-	splitChunks(s, func(c string) { out = append(out, c) })
+	splitChunks(s, false, func(c string) { out = append(out, c) })
 	return out
 }
 
@@ -58,6 +59,92 @@ func TestSplitChunks(t *testing.T) {
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("splitChunks(%q) mismatch (-want +got):\n%s", tc.in, diff)
 		}
+	}
+}
+
+func TestSplitChunksHan(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"PCA主成分分析", []string{"PCA", "主", "成", "分", "分", "析"}},
+		{"'to'的长度必需为一", []string{"'t", "o", "'", "的", "长", "度", "必", "需", "为", "一"}},
+		{"a 长度 b", []string{"a", " 长", "度", " b"}},
+		{"x = 3.14;", []string{"x", " =", " 3", ".", "14", ";"}},
+	} {
+		var got []string
+		splitChunks(tc.in, true, func(c string) { got = append(got, c) })
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("splitChunks(%q, splitHan) mismatch (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+// TestTrainSplitHan checks that with SplitHan no token spans two Han
+// characters, so a word is encoded alike in every context, that encoding
+// still round-trips, and that the choice survives JSON.
+func TestTrainSplitHan(t *testing.T) {
+	texts := []string{"'to'的长度必需为一", "长度不对", "'value'的长度不对", "的长度", "长度", "主成分分析（PCA）降维。"}
+	for i := 0; i < 3; i++ {
+		texts = append(texts, texts...)
+	}
+	plain, err := Train(texts, TrainOptions{VocabSize: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Train(texts, TrainOptions{VocabSize: 400, SplitHan: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.SplitHan() || !tok.SplitHan() {
+		t.Fatalf("SplitHan() = %v, %v; want false, true", plain.SplitHan(), tok.SplitHan())
+	}
+	hanRunes := func(b []byte) int {
+		n := 0
+		for _, r := range string(b) {
+			if unicode.Is(unicode.Han, r) {
+				n++
+			}
+		}
+		return n
+	}
+	spans := func(tk *Tokenizer) bool {
+		for id := 0; id < tk.VocabSize(); id++ {
+			if !tk.IsSpecial(id) && hanRunes(tk.TokenBytes(id)) > 1 {
+				return true
+			}
+		}
+		return false
+	}
+	if !spans(plain) {
+		t.Fatalf("the plain tokenizer has no multi-character Han token: the test corpus does not exercise SplitHan")
+	}
+	if spans(tok) {
+		t.Errorf("a SplitHan token spans two Han characters")
+	}
+	word, ctx := tok.Encode("长度"), tok.Encode("的长度")
+	if diff := cmp.Diff(word, ctx[len(ctx)-len(word):]); diff != "" {
+		t.Errorf("长度 is encoded differently after 的 (-alone +in context):\n%s", diff)
+	}
+	for _, s := range texts[:6] {
+		if got := tok.Decode(tok.Encode(s)); got != s {
+			t.Errorf("round trip %q → %q", s, got)
+		}
+	}
+	b, err := tok.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Tokenizer
+	if err := back.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	if !back.SplitHan() || !cmp.Equal(back.Encode(texts[0]), tok.Encode(texts[0])) {
+		t.Errorf("after JSON: SplitHan %v, encoding %v, want true, %v", back.SplitHan(), back.Encode(texts[0]), tok.Encode(texts[0]))
+	}
+	pb, _ := plain.MarshalJSON()
+	if strings.Contains(string(pb), "split_han") {
+		t.Errorf("a plain tokenizer's JSON names split_han: %s", pb[:60])
 	}
 }
 
