@@ -50,7 +50,8 @@ demo:
 	$(GO) run ./examples/translation -quick -out out/demo/translation
 
 # The same jobs at full size (finance-risk about 3-5 minutes, translation about
-# 7-11 minutes on 2 cores: 435 s and 644 s measured); reports land in out/
+# 6-7 minutes on 2 cores: 384.8 s measured, notes/translation.md R18); reports
+# land in out/
 demo-full:
 	$(GO) run ./cmd/demo
 	$(GO) run ./examples/finance-risk -out out/finance-risk

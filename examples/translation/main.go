@@ -107,6 +107,7 @@ type options struct {
 	batchLarge           int
 	skipEqualLarge       bool
 	splitHan             bool
+	cosineLarge          bool
 	// settings lists every flag's value after parsing (for the report).
 	settings string
 }
@@ -176,6 +177,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.aggLarge, "agg-large", "seq", "how the larger model's GRPO loss aggregates token terms: seq (mean per sequence, then over sequences: the GRPO paper's), token (mean over all tokens of the batch: DAPO's token-level loss, Yu et al. 2025, where long answers weigh more than \"[]\")")
 	fs.IntVar(&o.batchLarge, "batch-large", 0, "tasks per GRPO step of the larger model (0: -batch); the tasks beyond -batch train the larger model alone (the small model's turns in them are evaluation episodes)")
 	fs.BoolVar(&o.skipEqualLarge, "skip-equal-large", false, "drop the larger model's GRPO groups whose rewards are all equal (zero advantage) from its loss, so they do not dilute the informative ones (DAPO's dynamic sampling without the resampling, Yu et al. 2025)")
+	fs.BoolVar(&o.cosineLarge, "cosine-large", false, "the larger model's GRPO learning rate falls from -rl-lr-large to 0 along a half cosine over the RL phase (a decaying step size, against the random walk of its validation reward)")
 	fs.StringVar(&o.cacheDir, "cache", "", "warm-start checkpoint cache (default <out>/cache)")
 	fs.StringVar(&o.profile, "profile", "", "write a profile (cpu, mem, allocs, block, mutex, trace) of the run to <out>/profile")
 	if err := fs.Parse(args); err != nil {
@@ -366,13 +368,17 @@ func run(o options) (*report, error) {
 			}
 			anchorN = o.anchorSelf
 		}
-		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, o.grpo()).withAnchor(anchor, anchorN)
+		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, o.grpo(), 0).withAnchor(anchor, anchorN)
 		gl := o.grpo()
 		gl.Epochs, gl.SkipEqualGroups = o.epochsLarge, o.skipEqualLarge
 		if o.aggLarge == "token" {
 			gl.Aggregation = rl.TokenMean
 		}
-		ml := newLMModel("large", large, tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, gl).
+		decay := 0
+		if o.cosineLarge {
+			decay = o.steps * o.epochsLarge
+		}
+		ml := newLMModel("large", large, tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, gl, decay).
 			withAnchor(largeExamples(roughs, tok, e.hint, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge)
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {

@@ -40,14 +40,22 @@ type lmModel struct {
 // newLMModel wraps lm for a swarm server, trained by GRPO with cfg. With
 // klCoef > 0, GRPO adds the k3 KL penalty to a frozen copy of lm as it is
 // now (the warm start).
-func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlOpt string, rlLR, klCoef float64, cfg rl.GRPOConfig) *lmModel {
-	newOpt := func() nn.Optimizer {
+//
+// With decaySteps > 0 the GRPO steps' learning rate falls from rlLR to 0
+// along a half cosine over that many optimizer steps (-cosine-large); the
+// supervised anchor steps keep rlLR.
+func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlOpt string, rlLR, klCoef float64, cfg rl.GRPOConfig, decaySteps int) *lmModel {
+	mk := func(lr nn.Schedule) nn.Optimizer {
 		if rlOpt == "sgd" {
-			return nn.NewSGD(nn.Constant(rlLR), 0)
+			return nn.NewSGD(lr, 0)
 		}
-		return nn.NewAdamW(nn.Constant(rlLR), 0)
+		return nn.NewAdamW(lr, 0)
 	}
+	newOpt := func() nn.Optimizer { return mk(nn.Constant(rlLR)) }
 	opt := newOpt()
+	if decaySteps > 0 {
+		opt = mk(nn.WarmupCosine(rlLR, 0, decaySteps, 0))
+	}
 	if klCoef > 0 {
 		ref := frozenCopy(lm) // never stepped: its trainer only computes log-probabilities
 		cfg.Ref = policies.NewLM(ref, nn.NewLMTrainer(ref, nn.NewAdamW(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32}))

@@ -19,7 +19,11 @@
 // punctuation, and whitespace runs); merges never cross chunk boundaries.
 // Runs of Han characters form their own chunks, separate from Latin letters,
 // so that mixed English/Chinese text such as "PCA主成分分析" splits at the
-// script boundary.
+// script boundary. With TrainOptions.SplitHan every Han character is a chunk
+// of its own (BERT's treatment of Chinese, Devlin et al. 2019), so merges
+// build characters but never words: a word such as 长度 is then the same
+// tokens alone and inside 的长度, which a model that must find a glossary
+// term in a sentence needs.
 //
 // # Token ids
 //
