@@ -1,6 +1,7 @@
 package swarm
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -633,6 +635,7 @@ func (s *Server) trainOnce() {
 	if ok {
 		var samples []rl.Sample
 		var rsum float64
+		sortBatch(batch)
 		for _, fe := range batch {
 			samples = append(samples, fe.samples...)
 			rsum += fe.reward
@@ -681,6 +684,50 @@ func (s *Server) trainOnce() {
 			s.log.Error("checkpoint failed", "err", err)
 		}
 	}
+}
+
+// sortBatch puts a training batch in an order fixed by its content (task,
+// reward, then the samples' tokens and log-probabilities), not by when its
+// episodes finished. Concurrent clients finish episodes in an order that
+// changes from run to run, and a model's gradient is a float sum over the
+// batch whose rounding depends on the order: unsorted, a seeded run trained
+// on bitwise different weights whenever its episodes interleaved
+// differently, and once in a while a sampled token flipped and the run
+// diverged (examples/translation, notes/translation.md R18).
+func sortBatch(batch []*finishedEpisode) {
+	slices.SortStableFunc(batch, func(a, b *finishedEpisode) int {
+		if c := strings.Compare(a.taskID, b.taskID); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.reward, b.reward); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(len(a.samples), len(b.samples)); c != 0 {
+			return c
+		}
+		for i := range a.samples {
+			x, y := &a.samples[i], &b.samples[i]
+			if c := slices.Compare(x.Prompt, y.Prompt); c != 0 {
+				return c
+			}
+			if c := slices.Compare(x.Actions, y.Actions); c != 0 {
+				return c
+			}
+			if c := slices.Compare(x.LogProbs, y.LogProbs); c != 0 {
+				return c
+			}
+			if c := slices.Compare(x.Obs, y.Obs); c != 0 {
+				return c
+			}
+			if c := slices.Compare(x.StepRewards, y.StepRewards); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(x.Reward, y.Reward); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
 }
 
 // Accounting tracks where finished train episodes went.

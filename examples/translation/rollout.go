@@ -174,7 +174,14 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr error
-	n, ns := 0, 0
+	// Each rollout's two means' terms, kept by index and summed in that
+	// order after the round: in completion order the float sums (and the
+	// step log) changed in the last digit from run to run.
+	type terms struct {
+		ok           bool
+		small, large float64
+	}
+	res := make([]terms, len(tasks)*repeats)
 	for ti, t := range tasks {
 		var in *groupInputs
 		if e.groupInputs {
@@ -188,35 +195,45 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 			wg.Add(1)
 			seed := r.Int64()
 			taskID := fmt.Sprintf("r%d-t%d", round, ti)
+			slot := &res[ti*repeats+k]
 			go func() {
 				defer wg.Done()
-				res, err := swarm.RunWorkflow(ctx, clients, e.beginOptions(taskID, ti >= nSmall), taskID, e.rolloutWorkflow(t, e.rlTemp, seed, in))
-				mu.Lock()
-				defer mu.Unlock()
+				out, err := swarm.RunWorkflow(ctx, clients, e.beginOptions(taskID, ti >= nSmall), taskID, e.rolloutWorkflow(t, e.rlTemp, seed, in))
 				if err != nil {
+					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
 						logf("workflow failed (episodes aborted): %v", err)
 					}
+					mu.Unlock()
 					return
 				}
 				// The graders' scores, not the difference rewards of
 				// -counterfactual; with -shared-reward the larger model's
 				// reward is the final translation's quality.
-				if ti < nSmall {
-					small += res[e.finalIdx()].Metadata["quality"].(float64)
-					ns++
-				}
+				slot.ok = true
+				slot.small = out[e.finalIdx()].Metadata["quality"].(float64)
 				if e.sharedReward {
-					large += res[1].Reward
+					slot.large = out[1].Reward
 				} else {
-					large += res[1].Metadata["detection_score"].(float64)
+					slot.large = out[1].Metadata["detection_score"].(float64)
 				}
-				n++
 			}()
 		}
 	}
 	wg.Wait()
+	n, ns := 0, 0
+	for i, x := range res {
+		if !x.ok {
+			continue
+		}
+		large += x.large
+		n++
+		if i/repeats < nSmall {
+			small += x.small
+			ns++
+		}
+	}
 	if n == 0 || ns == 0 {
 		return 0, 0, firstErr
 	}
