@@ -696,37 +696,13 @@ func (s *Server) trainOnce() {
 // diverged (examples/translation, notes/translation.md R18).
 func sortBatch(batch []*finishedEpisode) {
 	slices.SortStableFunc(batch, func(a, b *finishedEpisode) int {
-		if c := strings.Compare(a.taskID, b.taskID); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.reward, b.reward); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(len(a.samples), len(b.samples)); c != 0 {
-			return c
-		}
-		for i := range a.samples {
+		c := cmp.Or(strings.Compare(a.taskID, b.taskID), cmp.Compare(a.reward, b.reward), cmp.Compare(len(a.samples), len(b.samples)))
+		for i := 0; c == 0 && i < len(a.samples); i++ {
 			x, y := &a.samples[i], &b.samples[i]
-			if c := slices.Compare(x.Prompt, y.Prompt); c != 0 {
-				return c
-			}
-			if c := slices.Compare(x.Actions, y.Actions); c != 0 {
-				return c
-			}
-			if c := slices.Compare(x.LogProbs, y.LogProbs); c != 0 {
-				return c
-			}
-			if c := slices.Compare(x.Obs, y.Obs); c != 0 {
-				return c
-			}
-			if c := slices.Compare(x.StepRewards, y.StepRewards); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(x.Reward, y.Reward); c != 0 {
-				return c
-			}
+			c = cmp.Or(slices.Compare(x.Prompt, y.Prompt), slices.Compare(x.Actions, y.Actions), slices.Compare(x.LogProbs, y.LogProbs),
+				slices.Compare(x.Obs, y.Obs), slices.Compare(x.StepRewards, y.StepRewards), cmp.Compare(x.Reward, y.Reward))
 		}
-		return 0
+		return c
 	})
 }
 
