@@ -41,7 +41,10 @@
 // engine enters ENGINE.ROLLING_POST (no new claims; open train episodes may
 // finish, bounded by DrainTimeout), then ENGINE.WEIGHT_SYNCING, where one
 // rl.GRPO step runs on the batch (samples grouped by task_id) and the global
-// step grows by one, and returns to ENGINE.ROLLING. Eval episodes never
+// step grows by one, and returns to ENGINE.ROLLING. The batch is sorted by
+// content (task, reward, tokens) first, not left in the order its episodes
+// finished, so that a seeded run trains bitwise the same however concurrent
+// clients interleave. Eval episodes never
 // train. Episodes whose oldest completion is more than MaxStaleness versions
 // old are dropped at training time.
 //
