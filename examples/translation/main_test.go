@@ -15,10 +15,11 @@ import (
 	"github.com/troupe-ml/troupe/examples/translation/grader"
 )
 
-// quickOptions are the command line's defaults with -quick, as
-// "go run ./examples/translation -quick -ports 0,0 -out <out>" sets them.
-func quickOptions(t *testing.T, out string) options {
-	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out})
+// quickOptions are the command line's options with -quick, as
+// "go run ./examples/translation -quick -ports 0,0 -out <out> <args>" sets
+// them.
+func quickOptions(t *testing.T, out string, args ...string) options {
+	o, err := parseOptions(append([]string{"-quick", "-ports", "0,0", "-out", out}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +146,10 @@ func TestQuickRunRLVariants(t *testing.T) {
 		t.Skip(err)
 	}
 	out := t.TempDir()
-	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", out, "-counterfactual=false", "-group-inputs",
+	o := quickOptions(t, out, "-counterfactual=false", "-group-inputs",
 		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough=false",
 		"-rl-temp-large", "-1", "-rl-opt", "adamw", "-rl-opt-large", "sgd", "-rl-lr-large", "0.05", "-hint-marks", "-raw-corrections",
-		"-batch-large", "3", "-epochs-large", "2", "-agg-large", "token", "-cosine-large"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.applyQuick()
+		"-batch-large", "3", "-epochs-large", "2", "-agg-large", "token", "-cosine-large")
 	rep, err := run(o)
 	if err != nil {
 		t.Fatal(err)
@@ -526,11 +523,7 @@ func TestQuickRunAllGroupsSkipped(t *testing.T) {
 	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
 		t.Skip(err)
 	}
-	o, err := parseOptions([]string{"-quick", "-ports", "0,0", "-out", t.TempDir(), "-skip-equal-large", "-rl-temp-large", "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.applyQuick()
+	o := quickOptions(t, t.TempDir(), "-skip-equal-large", "-rl-temp-large", "0")
 	rep, err := run(o)
 	if err != nil {
 		t.Fatal(err)
