@@ -32,6 +32,16 @@ type GRPOConfig struct {
 	// NoStdScale uses r − mean without dividing by the group std (the
 	// "Dr. GRPO" variant of Liu et al. 2025).
 	NoStdScale bool
+	// PositiveOnly keeps only the samples whose advantage is positive:
+	// each group's above-mean answers are reinforced and the others are
+	// dropped from the loss instead of being pushed down (counted in
+	// Stats.DroppedNegative). It is the reward-ranked fine-tuning of RAFT
+	// (Dong et al. 2023, arXiv:2304.06767) with GRPO's advantages as the
+	// weights; Xiong et al. 2025 ("A Minimalist Approach to LLM Reasoning:
+	// from Rejection Sampling to Reinforce", arXiv:2504.11343) found the
+	// positive samples carry most of GRPO's gain, while the negative ones
+	// mainly keep the entropy up.
+	PositiveOnly bool
 	// Ref is a frozen reference policy; when set, the k3 estimate of
 	// KL(π‖π_ref) is reported and, scaled by KLCoef, added to the loss.
 	Ref Policy
@@ -108,6 +118,10 @@ func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
 				adv[i] = r[k] - m
 			} else {
 				adv[i] = (r[k] - m) / (s + g.cfg.StdEps)
+			}
+			if g.cfg.PositiveOnly && !(adv[i] > 0) {
+				st.DroppedNegative++
+				continue
 			}
 			keep = append(keep, i)
 		}

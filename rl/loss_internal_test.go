@@ -182,6 +182,46 @@ func TestGroupAdvantages(t *testing.T) {
 	if st.SkippedGroups != 1 || st.Samples != 5 || st.Steps != 1 {
 		t.Fatalf("skipped %d groups, %d samples, %d steps; want 1, 5, 1", st.SkippedGroups, st.Samples, st.Steps)
 	}
+	checkAdvantages(t, p, want)
+	// groupBy keeps first-seen order.
+	g := groupBy(batch)
+	if len(g) != 3 || fmt.Sprint(g) != "[[0 4] [1 3 6] [2 5]]" {
+		t.Fatalf("groups %v", g)
+	}
+}
+
+// TestGroupAdvantagesPositiveOnly checks GRPOConfig.PositiveOnly: only the
+// samples above their group's mean reach the policy, with the advantages
+// of the full group, and the loss is their mean (dL/dlogp_i = −A_i/N over
+// the N kept); a group whose rewards are all equal contributes nothing.
+func TestGroupAdvantagesPositiveOnly(t *testing.T) {
+	rewards := []float64{1, 3, 0, 4, 2, 7, 7} // groups a: 1 3; b: 0 4 2; c: 7 7
+	ids := []string{"a", "a", "b", "b", "b", "c", "c"}
+	var batch []Sample
+	for i, r := range rewards {
+		batch = append(batch, Sample{TaskID: ids[i], Obs: []float32{float32(i)}, Actions: []int{0}, Reward: r})
+	}
+	sd := math.Sqrt(8.0 / 3) // population std of b
+	want := map[float32]float64{
+		1: 1 / (1 + 1e-4),  // a: mean 2, std 1
+		3: 2 / (sd + 1e-4), // b: mean 2
+	}
+	p := &recordingPolicy{dlogp: map[float32][]float32{}}
+	st, err := NewGRPO(GRPOConfig{PositiveOnly: true}).Update(p, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DroppedNegative != 5 || st.Samples != 2 || st.Map()["dropped_negative"] != 5 {
+		t.Fatalf("dropped %d negative, %d samples; want 5, 2", st.DroppedNegative, st.Samples)
+	}
+	checkAdvantages(t, p, want)
+}
+
+// checkAdvantages checks that p was trained on exactly the samples of want
+// (keyed by their observation), each with the advantage given: on-policy
+// with SeqMean over N single-action samples, dL/dlogp_i = −A_i/N.
+func checkAdvantages(t *testing.T, p *recordingPolicy, want map[float32]float64) {
+	t.Helper()
 	if len(p.dlogp) != len(want) {
 		t.Fatalf("policy saw %d samples, want %d", len(p.dlogp), len(want))
 	}
@@ -193,10 +233,5 @@ func TestGroupAdvantages(t *testing.T) {
 		if got := -float64(d[0]) * float64(len(want)); math.Abs(got-a) > 1e-6*math.Max(1, math.Abs(a)) {
 			t.Errorf("sample %g: advantage %.7g, want %.7g", id, got, a)
 		}
-	}
-	// groupBy keeps first-seen order.
-	g := groupBy(batch)
-	if len(g) != 3 || fmt.Sprint(g) != "[[0 4] [1 3 6] [2 5]]" {
-		t.Fatalf("groups %v", g)
 	}
 }

@@ -49,33 +49,37 @@ type Stats struct {
 	Tokens        int // actions/tokens used
 	Dropped       int // samples dropped: staler than MaxStaleness, or without actions
 	SkippedGroups int // GRPO/RLOO groups skipped (all rewards equal, or singleton)
-	Steps         int // optimizer steps taken
-	SkippedSteps  int // steps the policy skipped (NaN/Inf gradients)
+	// DroppedNegative counts the samples GRPOConfig.PositiveOnly left out
+	// (advantage zero or below).
+	DroppedNegative int
+	Steps           int // optimizer steps taken
+	SkippedSteps    int // steps the policy skipped (NaN/Inf gradients)
 }
 
 // Map returns the statistics keyed by snake_case names for logging.
 func (s Stats) Map() map[string]float64 {
 	return map[string]float64{
-		"loss":           s.Loss,
-		"policy_loss":    s.PolicyLoss,
-		"value_loss":     s.ValueLoss,
-		"kl":             s.KL,
-		"clip_frac":      s.ClipFrac,
-		"entropy":        s.Entropy,
-		"ratio":          s.Ratio,
-		"grad_norm":      s.GradNorm,
-		"reward_mean":    s.RewardMean,
-		"reward_std":     s.RewardStd,
-		"adv_mean":       s.AdvMean,
-		"adv_std":        s.AdvStd,
-		"staleness":      s.Staleness,
-		"baseline":       s.Baseline,
-		"samples":        float64(s.Samples),
-		"tokens":         float64(s.Tokens),
-		"dropped":        float64(s.Dropped),
-		"skipped_groups": float64(s.SkippedGroups),
-		"steps":          float64(s.Steps),
-		"skipped_steps":  float64(s.SkippedSteps),
+		"loss":             s.Loss,
+		"policy_loss":      s.PolicyLoss,
+		"value_loss":       s.ValueLoss,
+		"kl":               s.KL,
+		"clip_frac":        s.ClipFrac,
+		"entropy":          s.Entropy,
+		"ratio":            s.Ratio,
+		"grad_norm":        s.GradNorm,
+		"reward_mean":      s.RewardMean,
+		"reward_std":       s.RewardStd,
+		"adv_mean":         s.AdvMean,
+		"adv_std":          s.AdvStd,
+		"staleness":        s.Staleness,
+		"baseline":         s.Baseline,
+		"samples":          float64(s.Samples),
+		"tokens":           float64(s.Tokens),
+		"dropped":          float64(s.Dropped),
+		"skipped_groups":   float64(s.SkippedGroups),
+		"dropped_negative": float64(s.DroppedNegative),
+		"steps":            float64(s.Steps),
+		"skipped_steps":    float64(s.SkippedSteps),
 	}
 }
 

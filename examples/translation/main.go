@@ -106,6 +106,7 @@ type options struct {
 	aggLarge             string
 	batchLarge           int
 	skipEqualLarge       bool
+	positiveLarge        bool
 	splitHan             bool
 	cosineLarge          bool
 	// settings lists every flag's value after parsing (for the report).
@@ -176,6 +177,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.epochsLarge, "epochs-large", 1, "GRPO passes over each batch of the larger model (PPO's epochs, μ of Shao et al. 2024; later passes are importance-weighted and clipped)")
 	fs.StringVar(&o.aggLarge, "agg-large", "seq", "how the larger model's GRPO loss aggregates token terms: seq (mean per sequence, then over sequences: the GRPO paper's), token (mean over all tokens of the batch: DAPO's token-level loss, Yu et al. 2025, where long answers weigh more than \"[]\")")
 	fs.IntVar(&o.batchLarge, "batch-large", 0, "tasks per GRPO step of the larger model (0: -batch); the tasks beyond -batch train the larger model alone (the small model's turns in them are evaluation episodes)")
+	fs.BoolVar(&o.positiveLarge, "positive-large", false, "train the larger model on its above-group-mean answers only: the others are left out of its GRPO loss instead of pushed down (RAFT-style reward-ranked fine-tuning, Dong et al. 2023; rl.GRPOConfig.PositiveOnly)")
 	fs.BoolVar(&o.skipEqualLarge, "skip-equal-large", false, "drop the larger model's GRPO groups whose rewards are all equal (zero advantage) from its loss, so they do not dilute the informative ones (DAPO's dynamic sampling without the resampling, Yu et al. 2025)")
 	fs.BoolVar(&o.cosineLarge, "cosine-large", false, "the larger model's GRPO learning rate falls from -rl-lr-large to 0 along a half cosine over the RL phase (a decaying step size, against the random walk of its validation reward)")
 	fs.StringVar(&o.cacheDir, "cache", "", "warm-start checkpoint cache (default <out>/cache)")
@@ -370,7 +372,7 @@ func run(o options) (*report, error) {
 		}
 		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, o.grpo(), 0).withAnchor(anchor, anchorN)
 		gl := o.grpo()
-		gl.Epochs, gl.SkipEqualGroups = o.epochsLarge, o.skipEqualLarge
+		gl.Epochs, gl.SkipEqualGroups, gl.PositiveOnly = o.epochsLarge, o.skipEqualLarge, o.positiveLarge
 		if o.aggLarge == "token" {
 			gl.Aggregation = rl.TokenMean
 		}

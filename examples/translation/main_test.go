@@ -140,7 +140,7 @@ func TestQuickRunZeroLR(t *testing.T) {
 // other sampling temperatures, AdamW on the small model, agent 1's turns
 // trained, the graders' own scores as rewards, checkpoint selection, and
 // the larger model's extra tasks, second GRPO pass, token-level loss and
-// decaying learning rate.
+// decaying learning rate, and its positive-only loss.
 func TestQuickRunRLVariants(t *testing.T) {
 	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
 		t.Skip(err)
@@ -149,7 +149,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 	o := quickOptions(t, out, "-counterfactual=false", "-group-inputs",
 		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough=false",
 		"-rl-temp-large", "-1", "-rl-opt", "adamw", "-rl-opt-large", "sgd", "-rl-lr-large", "0.05", "-hint-marks", "-raw-corrections",
-		"-batch-large", "3", "-epochs-large", "2", "-agg-large", "token", "-cosine-large")
+		"-batch-large", "3", "-epochs-large", "2", "-agg-large", "token", "-cosine-large", "-positive-large")
 	rep, err := run(o)
 	if err != nil {
 		t.Fatal(err)
