@@ -65,9 +65,12 @@ func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxT
 // the greedy detection in.Detection. Otherwise each repeat's agents 2 and 3
 // see that repeat's samples, and the repeats of a group differ in their
 // prompts as well as their actions.
-func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs) swarm.Workflow {
+//
+// With noFinal agent 3 does not run: eps holds agents 1 and 2 only (a
+// detector-only task of -batch-large, where agent 3's turn would train
+// nothing and reward nothing).
+func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs, noFinal bool) swarm.Workflow {
 	return func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
-		final := eps[e.finalIdx()]
 		var w workflowRun
 		var err error
 		if w.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, temp, seed); err != nil {
@@ -80,24 +83,33 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs)
 		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given), e.maxDetTok, e.rlTempLarge, seed+1); err != nil {
 			return nil, err
 		}
+		w.Detect = grader.ProperNounDetectionGrader{}.Grade(w.Detection, truthErrors(t, w.Given))
+		detRes := func(reward float64) swarm.WorkflowResult {
+			return swarm.WorkflowResult{Reward: reward, IsSuccess: w.Detect.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Detect.Issues, "detection": w.Detection, "detection_score": w.Detect.Normalised}}
+		}
+		var roughRes swarm.WorkflowResult
+		if !e.jointSmall {
+			q1 := e.qg.GradeText(t.En, t.Ref, w.Rough, grader.Result{})
+			roughRes = swarm.WorkflowResult{Reward: q1.Normalised, IsSuccess: q1.Normalised >= 0.5, Metadata: map[string]any{"issues": q1.Issues, "rough": w.Rough}}
+		}
+		if noFinal {
+			detReward, _ := e.trainRewards(t, w)
+			return []swarm.WorkflowResult{roughRes, detRes(detReward)}, nil
+		}
 		det := w.Detection
 		if in != nil {
 			det = in.Detection
 		}
-		if w.Final, err = chat(ctx, final, msgsFinal(t.En, w.Given, e.corrections(t.En, w.Given, det)), e.maxTok+16, temp, seed+2); err != nil {
+		if w.Final, err = chat(ctx, eps[e.finalIdx()], msgsFinal(t.En, w.Given, e.corrections(t.En, w.Given, det)), e.maxTok+16, temp, seed+2); err != nil {
 			return nil, err
 		}
 		w.Quality = e.qg.Grade(t.En, t.Ref, w.Final)
-		w.Detect = grader.ProperNounDetectionGrader{}.Grade(w.Detection, truthErrors(t, w.Given))
 		detReward, finalReward := e.trainRewards(t, w)
 		finalRes := swarm.WorkflowResult{Reward: finalReward, IsSuccess: w.Quality.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Quality.Issues, "final": w.Final, "quality": w.Quality.Normalised}}
-		detRes := swarm.WorkflowResult{Reward: detReward, IsSuccess: w.Detect.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Detect.Issues, "detection": w.Detection, "detection_score": w.Detect.Normalised}}
 		if e.jointSmall {
-			return []swarm.WorkflowResult{finalRes, detRes}, nil
+			return []swarm.WorkflowResult{finalRes, detRes(detReward)}, nil
 		}
-		q1 := e.qg.GradeText(t.En, t.Ref, w.Rough, grader.Result{})
-		roughRes := swarm.WorkflowResult{Reward: q1.Normalised, IsSuccess: q1.Normalised >= 0.5, Metadata: map[string]any{"issues": q1.Issues, "rough": w.Rough}}
-		return []swarm.WorkflowResult{roughRes, detRes, finalRes}, nil
+		return []swarm.WorkflowResult{roughRes, detRes(detReward), finalRes}, nil
 	}
 }
 
@@ -198,7 +210,15 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 			slot := &res[ti*repeats+k]
 			go func() {
 				defer wg.Done()
-				out, err := swarm.RunWorkflow(ctx, clients, e.beginOptions(taskID, ti >= nSmall), taskID, e.rolloutWorkflow(t, e.rlTemp, seed, in))
+				// A detector-only task runs agent 3 only when its final
+				// translation is agent 2's reward (-shared-reward).
+				detOnly := ti >= nSmall
+				noFinal := detOnly && !e.sharedReward
+				cl, opts := clients, e.beginOptions(taskID, detOnly)
+				if noFinal {
+					cl, opts = clients[:2], opts[:2]
+				}
+				out, err := swarm.RunWorkflow(ctx, cl, opts, taskID, e.rolloutWorkflow(t, e.rlTemp, seed, in, noFinal))
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -212,7 +232,9 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 				// -counterfactual; with -shared-reward the larger model's
 				// reward is the final translation's quality.
 				slot.ok = true
-				slot.small = out[e.finalIdx()].Metadata["quality"].(float64)
+				if !detOnly {
+					slot.small = out[e.finalIdx()].Metadata["quality"].(float64)
+				}
 				if e.sharedReward {
 					slot.large = out[1].Reward
 				} else {
