@@ -2,6 +2,7 @@ package rl
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/troupe-ml/troupe/rl/internal/stats"
@@ -42,6 +43,18 @@ type GRPOConfig struct {
 	// positive samples carry most of GRPO's gain, while the negative ones
 	// mainly keep the entropy up.
 	PositiveOnly bool
+	// NoCenter does not subtract the group mean: the rewards arrive with
+	// their baseline already removed, and the advantage is r_i divided by
+	// the group's root mean square √(mean r²), their spread about that
+	// baseline (not divided with NoStdScale). It is for baselines the trainer
+	// cannot compute, such as self-critical sequence training's (Rennie et
+	// al. 2017, "Self-critical Sequence Training for Image Captioning",
+	// arXiv:1612.00563), where the reward of a sample is its score minus
+	// that of the greedy answer to the same prompt, so that the policy
+	// moves toward samples that beat its own test-time (greedy) output.
+	// Within a group whose samples share one prompt, centering would
+	// cancel such a baseline.
+	NoCenter bool
 	// Ref is a frozen reference policy; when set, the k3 estimate of
 	// KL(π‖π_ref) is reported and, scaled by KLCoef, added to the loss.
 	Ref Policy
@@ -113,6 +126,9 @@ func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
 			continue
 		}
 		m, s := stats.MeanStd(r)
+		if g.cfg.NoCenter {
+			m, s = 0, rms(r)
+		}
 		for k, i := range grp {
 			if g.cfg.NoStdScale {
 				adv[i] = r[k] - m
@@ -156,6 +172,15 @@ func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
 	}
 	err = run(p, pr, sp, g.cfg.Schedule, &st)
 	return st, err
+}
+
+// rms is the root mean square of x.
+func rms(x []float64) float64 {
+	var ss float64
+	for _, v := range x {
+		ss += v * v
+	}
+	return math.Sqrt(ss / float64(len(x)))
 }
 
 func sortedCopy(x []int) []int {

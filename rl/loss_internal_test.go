@@ -217,6 +217,40 @@ func TestGroupAdvantagesPositiveOnly(t *testing.T) {
 	checkAdvantages(t, p, want)
 }
 
+// TestGroupAdvantagesNoCenter checks GRPOConfig.NoCenter: the rewards are
+// the advantages, scaled by the group's root mean square (or not, with
+// NoStdScale), and groups whose rewards are all equal but non-zero still
+// train.
+func TestGroupAdvantagesNoCenter(t *testing.T) {
+	rewards := []float64{1, 3, -2, 0.5, 0.5} // groups a: 1 3; b: -2; c: 0.5 0.5
+	ids := []string{"a", "a", "b", "c", "c"}
+	var batch []Sample
+	for i, r := range rewards {
+		batch = append(batch, Sample{TaskID: ids[i], Obs: []float32{float32(i)}, Actions: []int{0}, Reward: r})
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  GRPOConfig
+		want map[float32]float64
+	}{
+		{"rms", GRPOConfig{NoCenter: true}, map[float32]float64{
+			0: 1 / (math.Sqrt(5) + 1e-4), 1: 3 / (math.Sqrt(5) + 1e-4), // a: rms √5
+			2: -2 / (2 + 1e-4), 3: 0.5 / (0.5 + 1e-4), 4: 0.5 / (0.5 + 1e-4),
+		}},
+		{"no-std", GRPOConfig{NoCenter: true, NoStdScale: true}, map[float32]float64{
+			0: 1, 1: 3, 2: -2, 3: 0.5, 4: 0.5,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &recordingPolicy{dlogp: map[float32][]float32{}}
+			if _, err := NewGRPO(tc.cfg).Update(p, batch); err != nil {
+				t.Fatal(err)
+			}
+			checkAdvantages(t, p, tc.want)
+		})
+	}
+}
+
 // checkAdvantages checks that p was trained on exactly the samples of want
 // (keyed by their observation), each with the advantage given: on-policy
 // with SeqMean over N single-action samples, dL/dlogp_i = −A_i/N.

@@ -69,6 +69,11 @@ type rolloutOptions struct {
 	// groupInputs makes each GRPO group of agents 2 and 3 share its
 	// prompt: the greedy outputs of the agents before them (groupInputs).
 	groupInputs bool
+	// scstLarge and scstSmall give agents 2 and 3 self-critical
+	// baselines: each sampled turn's reward is its grader's score minus
+	// that of the model's greedy answer to the same prompt, and that
+	// model's GRPO does not centre the rewards (rl.GRPOConfig.NoCenter).
+	scstLarge, scstSmall bool
 }
 
 type options struct {
@@ -178,6 +183,8 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.aggLarge, "agg-large", "seq", "how the larger model's GRPO loss aggregates token terms: seq (mean per sequence, then over sequences: the GRPO paper's), token (mean over all tokens of the batch: DAPO's token-level loss, Yu et al. 2025, where long answers weigh more than \"[]\")")
 	fs.IntVar(&o.batchLarge, "batch-large", 0, "tasks per GRPO step of the larger model (0: -batch); the tasks beyond -batch train the larger model alone (the small model's turns in them are evaluation episodes)")
 	fs.BoolVar(&o.positiveLarge, "positive-large", false, "train the larger model on its above-group-mean answers only: the others are left out of its GRPO loss instead of pushed down (RAFT-style reward-ranked fine-tuning, Dong et al. 2023; rl.GRPOConfig.PositiveOnly)")
+	fs.BoolVar(&o.scstLarge, "scst-large", false, "self-critical baseline for agent 2 (Rennie et al. 2017): each sampled detection's reward is its score minus that of the larger model's greedy detection of the same prompt (an extra evaluation episode), and the larger model's GRPO does not centre its groups (rl.GRPOConfig.NoCenter): it learns toward answers that beat its own test-time output. Replaces -counterfactual's \"[]\" baseline; with -servers, the larger model's server must train with NoCenter")
+	fs.BoolVar(&o.scstSmall, "scst-small", false, "self-critical baseline for agent 3, as -scst-large: the final translation's reward is its quality minus that of the small model's greedy final translation of the same prompt, not group-centred (needs agent 1's turns untrained, -no-train-rough, the default)")
 	fs.BoolVar(&o.skipEqualLarge, "skip-equal-large", false, "drop the larger model's GRPO groups whose rewards are all equal (zero advantage) from its loss, so they do not dilute the informative ones (DAPO's dynamic sampling without the resampling, Yu et al. 2025)")
 	fs.BoolVar(&o.cosineLarge, "cosine-large", false, "the larger model's GRPO learning rate falls from -rl-lr-large to 0 along a half cosine over the RL phase (a decaying step size, against the random walk of its validation reward)")
 	fs.StringVar(&o.cacheDir, "cache", "", "warm-start checkpoint cache (default <out>/cache)")
@@ -265,6 +272,12 @@ func run(o options) (*report, error) {
 	}
 	if o.groupInputs && o.jointSmall {
 		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
+	}
+	if o.scstSmall && (o.jointSmall || !o.noTrainRough) {
+		return nil, errors.New("-scst-small needs agent 1's turns untrained (-no-train-rough, not -joint-small): the small model's GRPO would not centre agent 1's rewards either")
+	}
+	if o.scstLarge && o.sharedReward {
+		return nil, errors.New("-scst-large baselines agent 2's own detection reward; with -shared-reward agent 2 is rewarded by the final translation")
 	}
 	if o.epochsLarge < 1 {
 		return nil, fmt.Errorf("-epochs-large wants at least 1 pass, got %d", o.epochsLarge)
@@ -370,9 +383,11 @@ func run(o options) (*report, error) {
 			}
 			anchorN = o.anchorSelf
 		}
-		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, o.grpo(), 0).withAnchor(anchor, anchorN)
+		gs := o.grpo()
+		gs.NoCenter = o.scstSmall
+		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, gs, 0).withAnchor(anchor, anchorN)
 		gl := o.grpo()
-		gl.Epochs, gl.SkipEqualGroups, gl.PositiveOnly = o.epochsLarge, o.skipEqualLarge, o.positiveLarge
+		gl.Epochs, gl.SkipEqualGroups, gl.PositiveOnly, gl.NoCenter = o.epochsLarge, o.skipEqualLarge, o.positiveLarge, o.scstLarge
 		if o.aggLarge == "token" {
 			gl.Aggregation = rl.TokenMean
 		}

@@ -171,6 +171,30 @@ func TestQuickRunRLVariants(t *testing.T) {
 	}
 }
 
+// TestQuickRunSelfCritical runs the RL phase with self-critical baselines
+// for agents 2 and 3 (-scst-large, -scst-small): each rollout also claims
+// evaluation episodes for the greedy answers, the servers train exactly
+// their train episodes (the round would stall otherwise), and the report
+// names the baselines.
+func TestQuickRunSelfCritical(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	out := t.TempDir()
+	o := quickOptions(t, out, "-scst-large", "-scst-small", "-batch-large", "3")
+	rep, err := run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rep.steps[len(rep.steps)-1]; last.GlobalSmall < int64(o.steps) || last.GlobalLarge < int64(o.steps) {
+		t.Errorf("server steps %d and %d after %d rounds", last.GlobalSmall, last.GlobalLarge, o.steps)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	if want := "self-critical for agent 2 and agent 3"; !strings.Contains(string(b), want) {
+		t.Errorf("report lacks %q", want)
+	}
+}
+
 // TestRunRejectsBadFlags checks that conflicting or unknown RL-phase options
 // are refused with an error naming them, before any data is loaded.
 func TestRunRejectsBadFlags(t *testing.T) {
@@ -187,6 +211,9 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{[]string{"-agg-large", "sum"}, `"sum"`},
 		{[]string{"-batch-large", "1"}, "-batch-large"},
 		{[]string{"-batch-large", "3", "-joint-small"}, "-joint-small"},
+		{[]string{"-scst-small", "-no-train-rough=false"}, "-scst-small"},
+		{[]string{"-scst-small", "-joint-small"}, "-scst-small"},
+		{[]string{"-scst-large", "-shared-reward"}, "-shared-reward"},
 	} {
 		o, err := parseOptions(append([]string{"-quick", "-out", t.TempDir()}, tc.args...))
 		if err != nil {
@@ -475,6 +502,17 @@ func TestTrainRewards(t *testing.T) {
 	}
 	if d, f := e.trainRewards(tk, alarmed); d >= 0 || f != 0 {
 		t.Errorf("a false alarm on a clean translation earns the detector %v (want < 0) and a copy %v (want 0)", d, f)
+	}
+	// Self-critical baselines (-scst-large, -scst-small) replace the
+	// counterfactual ones: the score minus the greedy answer's.
+	sc := fixed
+	sc.GreedyDetect, sc.GreedyQuality = &copied.Detect, &copied.Quality
+	if d, f := e.trainRewards(tk, sc); d != fixed.Detect.Normalised-copied.Detect.Normalised || f != fixed.Quality.Normalised-copied.Quality.Normalised {
+		t.Errorf("self-critical rewards %v, %v; want %v, %v", d, f, fixed.Detect.Normalised-copied.Detect.Normalised, fixed.Quality.Normalised-copied.Quality.Normalised)
+	}
+	sc.GreedyDetect, sc.GreedyQuality = &fixed.Detect, &fixed.Quality
+	if d, f := e.trainRewards(tk, sc); d != 0 || f != 0 {
+		t.Errorf("answers equal to the greedy ones earn %v and %v, want 0 and 0", d, f)
 	}
 }
 

@@ -84,8 +84,19 @@ func (r *report) write(dir string) error {
 	if o.sharedReward {
 		det = "the final translation's quality (shared reward)"
 	}
-	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g%s, KL β %g, %d tasks per step, %d pass(es) per batch, %s-level loss%s; rollout temperature %g (agent 2: %g); agent 2 rewarded by %s; difference rewards %v; agent 1's turns trained %v.\n\n",
-		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, det, o.counterfactual, o.jointSmall || !o.noTrainRough)
+	var scst []string
+	if o.scstLarge {
+		scst = append(scst, "agent 2")
+	}
+	if o.scstSmall {
+		scst = append(scst, "agent 3")
+	}
+	baselines := ""
+	if len(scst) > 0 {
+		baselines = fmt.Sprintf(" (self-critical for %s: minus the greedy answer's score, not group-centred)", strings.Join(scst, " and "))
+	}
+	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g%s, KL β %g, %d tasks per step, %d pass(es) per batch, %s-level loss%s; rollout temperature %g (agent 2: %g); agent 2 rewarded by %s; difference rewards %v%s; agent 1's turns trained %v.\n\n",
+		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, det, o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
 	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 
 	"github.com/troupe-ml/troupe/examples/translation/grader"
@@ -18,6 +19,10 @@ type workflowRun struct {
 	// 1's Rough, or with shared inputs the group's greedy one.
 	Given           string
 	Quality, Detect grader.Result
+	// GreedyDetect and GreedyQuality are the scores of agents 2 and 3's
+	// greedy answers to their sampled turns' prompts (-scst-large,
+	// -scst-small); nil when not run.
+	GreedyDetect, GreedyQuality *grader.Result
 }
 
 // groupInputs are what agents 2 and 3 see in every repeat of a task's
@@ -69,10 +74,16 @@ func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxT
 // With noFinal agent 3 does not run: eps holds agents 1 and 2 only (a
 // detector-only task of -batch-large, where agent 3's turn would train
 // nothing and reward nothing).
-func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs, noFinal bool) swarm.Workflow {
+//
+// With g's indices set (-scst-large, -scst-small), eps also holds evaluation
+// episodes in which agents 2 and 3 answer their sampled turn's prompt
+// greedily; the greedy answers' scores are those agents' reward baselines
+// (trainRewards).
+func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs, noFinal bool, g greedyEps) swarm.Workflow {
 	return func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
 		var w workflowRun
 		var err error
+		res := make([]swarm.WorkflowResult, len(eps)) // the greedy episodes' results stay zero
 		if w.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, temp, seed); err != nil {
 			return nil, err
 		}
@@ -80,10 +91,19 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs,
 		if in != nil {
 			w.Given = clip(in.Rough, e.maxRough)
 		}
-		if w.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given), e.maxDetTok, e.rlTempLarge, seed+1); err != nil {
+		detMsgs := msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given)
+		if w.Detection, err = chat(ctx, eps[1], detMsgs, e.maxDetTok, e.rlTempLarge, seed+1); err != nil {
 			return nil, err
 		}
 		w.Detect = grader.ProperNounDetectionGrader{}.Grade(w.Detection, truthErrors(t, w.Given))
+		if g.large > 0 {
+			ans, err := chat(ctx, eps[g.large], detMsgs, e.maxDetTok, 0, 0)
+			if err != nil {
+				return nil, err
+			}
+			r := grader.ProperNounDetectionGrader{}.Grade(ans, truthErrors(t, w.Given))
+			w.GreedyDetect = &r
+		}
 		detRes := func(reward float64) swarm.WorkflowResult {
 			return swarm.WorkflowResult{Reward: reward, IsSuccess: w.Detect.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Detect.Issues, "detection": w.Detection, "detection_score": w.Detect.Normalised}}
 		}
@@ -94,23 +114,67 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs,
 		}
 		if noFinal {
 			detReward, _ := e.trainRewards(t, w)
-			return []swarm.WorkflowResult{roughRes, detRes(detReward)}, nil
+			res[0], res[1] = roughRes, detRes(detReward)
+			return res, nil
 		}
 		det := w.Detection
 		if in != nil {
 			det = in.Detection
 		}
-		if w.Final, err = chat(ctx, eps[e.finalIdx()], msgsFinal(t.En, w.Given, e.corrections(t.En, w.Given, det)), e.maxTok+16, temp, seed+2); err != nil {
+		finalMsgs := msgsFinal(t.En, w.Given, e.corrections(t.En, w.Given, det))
+		if w.Final, err = chat(ctx, eps[e.finalIdx()], finalMsgs, e.maxTok+16, temp, seed+2); err != nil {
 			return nil, err
 		}
 		w.Quality = e.qg.Grade(t.En, t.Ref, w.Final)
+		if g.small > 0 {
+			ans, err := chat(ctx, eps[g.small], finalMsgs, e.maxTok+16, 0, 0)
+			if err != nil {
+				return nil, err
+			}
+			q := e.qg.Grade(t.En, t.Ref, ans)
+			w.GreedyQuality = &q
+		}
 		detReward, finalReward := e.trainRewards(t, w)
 		finalRes := swarm.WorkflowResult{Reward: finalReward, IsSuccess: w.Quality.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Quality.Issues, "final": w.Final, "quality": w.Quality.Normalised}}
 		if e.jointSmall {
-			return []swarm.WorkflowResult{finalRes, detRes(detReward)}, nil
+			res[0], res[1] = finalRes, detRes(detReward)
+			return res, nil
 		}
-		return []swarm.WorkflowResult{roughRes, detRes(detReward), finalRes}, nil
+		res[0], res[1], res[2] = roughRes, detRes(detReward), finalRes
+		return res, nil
 	}
+}
+
+// greedyEps are the indices, in a rollout's episodes, of the evaluation
+// episodes in which agent 2 (large) and agent 3 (small) answer greedily for
+// their self-critical baselines; 0 means none (index 0 is always agent 1's
+// episode).
+type greedyEps struct{ large, small int }
+
+// withGreedy appends to a rollout's clients and episode options the
+// evaluation episodes of its self-critical baselines (-scst-large on the
+// larger model's server, -scst-small on the small model's, the latter only
+// where agent 3 runs) and returns their indices. clients are the small
+// model's, the larger model's and (unless -joint-small) agent 3's.
+func (e *env) withGreedy(clients []*swarm.Client, cl []*swarm.Client, opts []swarm.BeginOptions, noFinal bool) ([]*swarm.Client, []swarm.BeginOptions, greedyEps) {
+	var g greedyEps
+	if !e.scstLarge && !(e.scstSmall && !noFinal) {
+		return cl, opts, g
+	}
+	cl = slices.Clip(cl) // appends copy: cl may be clients itself
+	if len(opts) == 1 {
+		opts = slices.Repeat(opts, len(cl)) // one option for all episodes (RunWorkflow)
+	}
+	opts = slices.Clip(opts)
+	if e.scstLarge {
+		g.large = len(cl)
+		cl, opts = append(cl, clients[1]), append(opts, swarm.BeginOptions{Type: swarm.EpisodeEval})
+	}
+	if e.scstSmall && !noFinal {
+		g.small = len(cl)
+		cl, opts = append(cl, clients[0]), append(opts, swarm.BeginOptions{Type: swarm.EpisodeEval})
+	}
+	return cl, opts, g
 }
 
 // trainRewards are the rewards agents 2 and 3 are trained on, given the
@@ -130,11 +194,18 @@ func (e *env) trainRewards(t task, w workflowRun) (det, final float64) {
 	if e.sharedReward {
 		det = w.Quality.Normalised
 	}
-	if e.counterfactual && !e.jointSmall {
+	switch {
+	case w.GreedyQuality != nil:
+		final -= w.GreedyQuality.Normalised
+	case e.counterfactual && !e.jointSmall:
 		final -= e.qg.GradeText(t.En, t.Ref, w.Given, grader.Result{}).Normalised
-		if !e.sharedReward {
-			det -= grader.ProperNounDetectionGrader{}.Grade("[]", truthErrors(t, w.Given)).Normalised
-		}
+	}
+	switch {
+	case e.sharedReward:
+	case w.GreedyDetect != nil:
+		det -= w.GreedyDetect.Normalised
+	case e.counterfactual && !e.jointSmall:
+		det -= grader.ProperNounDetectionGrader{}.Grade("[]", truthErrors(t, w.Given)).Normalised
 	}
 	return det, final
 }
@@ -218,7 +289,8 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 				if noFinal {
 					cl, opts = clients[:2], opts[:2]
 				}
-				out, err := swarm.RunWorkflow(ctx, cl, opts, taskID, e.rolloutWorkflow(t, e.rlTemp, seed, in, noFinal))
+				cl, opts, g := e.withGreedy(clients, cl, opts, noFinal)
+				out, err := swarm.RunWorkflow(ctx, cl, opts, taskID, e.rolloutWorkflow(t, e.rlTemp, seed, in, noFinal, g))
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
