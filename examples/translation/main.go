@@ -92,6 +92,7 @@ type options struct {
 	seed, rlSeed                    uint64
 	rolloutOptions
 	sweep                bool
+	pool                 string // comma-separated run directories to pool (-pool)
 	cacheDir             string // warm-start cache; default <out>/cache
 	finalFrac, pseudo    float64
 	finalRewrite         float64
@@ -156,6 +157,7 @@ func parseOptions(args []string) (options, error) {
 	fs.Uint64Var(&o.rlSeed, "rl-seed", 0, "random seed of the RL phase alone (0: -seed), to repeat RL from one cached warm start")
 	fs.BoolVar(&o.sharedReward, "shared-reward", false, "reward agent 2 with the final translation's quality instead of its own detection grader")
 	fs.BoolVar(&o.jointSmall, "joint-small", false, "one episode (rewarded by the final translation) for agents 1 and 3 on the small model's server instead of one per agent")
+	fs.StringVar(&o.pool, "pool", "", "pool finished runs instead of running: comma-separated -out directories of one configuration with different -rl-seed; writes pooled.md to -out, each headline difference pooled over runs and sentences with intervals that also cover the RL phase's randomness")
 	fs.BoolVar(&o.sweep, "sweep", false, "research sweep: independent vs shared reward, same warm start and seed; writes sweep.md and sweep.png to -out")
 	fs.Float64Var(&o.finalFrac, "final-frac", 0.4, "fraction of agent-3 examples in the small model's warm start")
 	fs.Float64Var(&o.finalRewrite, "final-rewrite", 0, "probability that agent 3's warm-start target for a true terminology error is the reference (a post-edit) instead of the rough translation with the term written in")
@@ -214,6 +216,14 @@ func main() {
 	defer stop()
 	if o.quick {
 		o.applyQuick()
+	}
+	if o.pool != "" {
+		if err := pool(strings.Split(o.pool, ","), o.out, o.seed); err != nil {
+			stop()
+			fmt.Fprintln(os.Stderr, "translation:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if o.sweep {
 		if err := sweep(o); err != nil {
@@ -363,6 +373,9 @@ func run(o options) (*report, error) {
 		logf("evaluating warm start on %d %s sentences", len(test), o.evalSplit)
 		if rep.aloneBefore, rep.flowBefore, err = e.evaluate(small, large, test); err != nil {
 			return nil, err
+		}
+		for _, t := range test {
+			rep.sentences = append(rep.sentences, t.En)
 		}
 	}
 

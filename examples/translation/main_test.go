@@ -93,6 +93,17 @@ func TestQuickRun(t *testing.T) {
 	if d := rep.detFixed.Detection; d < 0 || d > 1 {
 		t.Errorf("detector on fixed inputs %v outside [0, 1]", d)
 	}
+	// differences.tsv (for -pool) holds the same per-sentence differences.
+	rd, err := readDifferences(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rd.sentences) != rep.flowAfter.N || len(rd.keys) != 6 || rd.keys[5] != "detector_reward_fixed" {
+		t.Fatalf("differences.tsv: %d sentences, columns %v; want %d and 6", len(rd.sentences), rd.keys, rep.flowAfter.N)
+	}
+	if d, want := mean(rd.d[0]), rep.flowAfter.ChrF-rep.aloneAfter.ChrF; !near(d, want) {
+		t.Errorf("differences.tsv chrF margin %g, report %g", d, want)
+	}
 	if !strings.Contains(string(b), "With agent 2's answer as written instead") {
 		t.Error("report lacks the workflow's figures without the client's validation")
 	}

@@ -29,6 +29,9 @@ type report struct {
 	selection               *selector // nil without -select-every
 	// detFixed is the detector after RL on the warm-start row's inputs.
 	detFixed detScore
+	// sentences are the English sources of the evaluated sentences, in
+	// the order of the metrics' per-sentence figures (differences.tsv).
+	sentences []string
 }
 
 func (r *report) plot(path string) error {
@@ -171,7 +174,13 @@ func (r *report) write(dir string) error {
 	for _, s := range r.steps {
 		fmt.Fprintf(&b, "| %d | %.4f | %d | %.4f | %d | %.1f |\n", s.Step, s.RewardSmall, s.GlobalSmall, s.RewardLarge, s.GlobalLarge, s.Seconds)
 	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	if len(r.sentences) == len(r.flowAfter.sent) && len(r.sentences) > 0 {
+		return writeDifferences(filepath.Join(dir, differencesFile), r.sentences, r.differences())
+	}
+	return nil
 }
 
 // writeIntervals writes the report's paired bootstrap intervals
@@ -183,24 +192,32 @@ func (r *report) writeIntervals(b *strings.Builder, split string) {
 	n := len(r.flowAfter.sent)
 	fmt.Fprintf(b, "Paired bootstrap over the %d %s sentences (%d resamples, 95 %% percentile intervals; they cover which sentences were drawn, not the RL phase's own randomness, see -rl-seed):\n\n| difference (mean over sentences) | estimate [95 %% interval] |\n|---|---|\n",
 		n, split, bootstrapResamples)
-	ci := func(a, b []float64) diffCI { return pairedBootstrap(a, b, bootstrapResamples, r.opts.seed) }
-	chrf := func(m metrics) []float64 { return field(m.sent, chrfOf) }
-	type ciRow struct {
-		name string
-		d    diffCI
-	}
-	rows := []ciRow{
-		{"chrF: workflow after RL − agent 1 alone after RL", ci(chrf(r.flowAfter), chrf(r.aloneAfter))},
-		{"chrF: workflow after RL − agent 1 alone at the warm start", ci(chrf(r.flowAfter), chrf(r.aloneBefore))},
-		{"chrF: workflow − agent 1 alone, both at the warm start", ci(chrf(r.flowBefore), chrf(r.aloneBefore))},
-		{"agent 3's own reward: after RL − warm start", ci(field(r.flowAfter.sent, qualityOf), field(r.flowBefore.sent, qualityOf))},
-		{"detector's own reward: after RL − warm start", ci(field(r.flowAfter.sent, detOf), field(r.flowBefore.sent, detOf))},
-	}
-	if len(r.detFixed.sent) == n {
-		rows = append(rows, ciRow{"detector's own reward on the warm start's inputs: after RL − warm start", ci(r.detFixed.sent, field(r.flowBefore.sent, detOf))})
-	}
-	for _, x := range rows {
-		fmt.Fprintf(b, "| %s | %s |\n", x.name, x.d)
+	for _, x := range r.differences() {
+		fmt.Fprintf(b, "| %s | %s |\n", x.name, pairedBootstrap(x.a, x.b, bootstrapResamples, r.opts.seed))
 	}
 	b.WriteString("\n")
+}
+
+// diffRow is one headline difference of the report, a[i] − b[i] per
+// evaluated sentence; key names its column in differences.tsv.
+type diffRow struct {
+	key, name string
+	a, b      []float64
+}
+
+// differences are the report's headline differences, in the order of its
+// interval table (writeIntervals) and of differences.tsv's columns.
+func (r *report) differences() []diffRow {
+	chrf := func(m metrics) []float64 { return field(m.sent, chrfOf) }
+	rows := []diffRow{
+		{"chrf_margin", "chrF: workflow after RL − agent 1 alone after RL", chrf(r.flowAfter), chrf(r.aloneAfter)},
+		{"chrf_vs_warm_alone", "chrF: workflow after RL − agent 1 alone at the warm start", chrf(r.flowAfter), chrf(r.aloneBefore)},
+		{"chrf_margin_warm", "chrF: workflow − agent 1 alone, both at the warm start", chrf(r.flowBefore), chrf(r.aloneBefore)},
+		{"agent3_reward", "agent 3's own reward: after RL − warm start", field(r.flowAfter.sent, qualityOf), field(r.flowBefore.sent, qualityOf)},
+		{"detector_reward", "detector's own reward: after RL − warm start", field(r.flowAfter.sent, detOf), field(r.flowBefore.sent, detOf)},
+	}
+	if len(r.detFixed.sent) == len(r.flowAfter.sent) {
+		rows = append(rows, diffRow{"detector_reward_fixed", "detector's own reward on the warm start's inputs: after RL − warm start", r.detFixed.sent, field(r.flowBefore.sent, detOf)})
+	}
+	return rows
 }
