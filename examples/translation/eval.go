@@ -52,6 +52,12 @@ type metrics struct {
 	// answer passed to agent 3 as written, without clientCorrections (not
 	// measured, zero, under -raw-corrections, where the workflow is that).
 	RawChrF, RawTagRate float64
+	// Agent3* are the workflow's chrF and terminology accuracy with agent
+	// 3's final translation as written, Guard* with the client's guard on
+	// it (guardFinal); the row's own figures are one of the two (the
+	// guarded ones unless -guard-final=false).
+	Agent3ChrF, Agent3TermAcc float64
+	GuardChrF, GuardTermAcc   float64
 	placeholderSentence int
 	// sent holds each sentence's figures, in task order, for the paired
 	// bootstrap intervals of the report (pairedBootstrap).
@@ -186,7 +192,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	if err != nil {
 		return
 	}
-	var oracle, checker metrics
+	var oracle, checker, guard, asWritten metrics
 	var ctp, cfp, cfn float64
 	nEmpty := 0.0
 	var tp, fp, fn float64
@@ -199,7 +205,18 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		if ok {
 			flow.FinalTagRate++
 		}
-		gain := e.scoreText(&flow, t, final) - chrfRough
+		// What the workflow delivers: agent 3's final translation, or
+		// with the client's guard (-guard-final) agent 1's rough one
+		// where agent 3 was not asked for an edit or did not apply it.
+		corr, _ := grader.ParseDetections(clientCorrections(t.En, seen[i], det[i]))
+		guarded := guardFinal(rough[i], final, ok, corr)
+		delivered := final
+		if e.guardFinal {
+			delivered = guarded
+		}
+		gain := e.scoreText(&flow, t, delivered) - chrfRough
+		flow.sent[i].Agent3ChrF = e.scoreText(&asWritten, t, final)
+		flow.sent[i].GuardChrF = e.scoreText(&guard, t, guarded)
 		ofinal, _ := grader.ExtractFinal(ofin[i])
 		chrfOracle := e.scoreText(&oracle, t, ofinal)
 		cfinal, _ := grader.ExtractFinal(cfin[i])
@@ -264,6 +281,10 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	finish(&flow)
 	finish(&oracle)
 	finish(&checker)
+	finish(&guard)
+	finish(&asWritten)
+	flow.GuardChrF, flow.GuardTermAcc = guard.ChrF, guard.TermAcc
+	flow.Agent3ChrF, flow.Agent3TermAcc = asWritten.ChrF, asWritten.TermAcc
 	flow.OracleChrF, flow.OracleTermAcc = oracle.ChrF, oracle.TermAcc
 	flow.CheckerChrF, flow.CheckerTermAcc = checker.ChrF, checker.TermAcc
 	flow.CheckerDetection /= float64(len(tasks))
@@ -371,4 +392,28 @@ func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 	m.Quality += r.Normalised
 	m.sent = append(m.sent, sentScore{ChrF: chrf, Quality: r.Normalised})
 	return chrf
+}
+
+// guardFinal is a client-side check of agent 3's answer, as the client
+// checks agent 2's (clientCorrections): the final translation final (tagged:
+// it came inside <final_result>) is kept only where agent 3 was given
+// corrections and it contains every correction's rendering; otherwise the
+// workflow falls back to agent 1's rough translation. With no corrections
+// there is nothing to edit, and an edit that does not apply the requested
+// rendering is not the one asked for: the "do no harm" concern of
+// conservative automatic post-editing (Junczys-Dowmunt and Grundkiewicz
+// 2016; Chatterjee et al. 2018), where a post-editor's rewrite of
+// correct text is a loss. It reads agent 2's validated answer and agent
+// 3's output only, never the reference. Agent 3's own reward is still
+// its output as written, in the RL rollouts and in the report.
+func guardFinal(rough, final string, tagged bool, corr []grader.TermError) string {
+	if !tagged || len(corr) == 0 {
+		return rough
+	}
+	for _, c := range corr {
+		if !strings.Contains(final, c.CorrectTranslation) {
+			return rough
+		}
+	}
+	return final
 }

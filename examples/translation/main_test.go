@@ -98,8 +98,14 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rd.sentences) != rep.flowAfter.N || len(rd.keys) != 6 || rd.keys[5] != "detector_reward_fixed" {
-		t.Fatalf("differences.tsv: %d sentences, columns %v; want %d and 6", len(rd.sentences), rd.keys, rep.flowAfter.N)
+	if len(rd.sentences) != rep.flowAfter.N || len(rd.keys) != 8 || rd.keys[7] != "detector_reward_fixed" {
+		t.Fatalf("differences.tsv: %d sentences, columns %v; want %d and 8", len(rd.sentences), rd.keys, rep.flowAfter.N)
+	}
+	// The workflow delivers the guarded translations by default.
+	for k, want := range map[int]float64{3: rep.flowAfter.Agent3ChrF - rep.aloneAfter.ChrF, 4: rep.flowAfter.GuardChrF - rep.aloneAfter.ChrF, 0: rep.flowAfter.GuardChrF - rep.aloneAfter.ChrF} {
+		if d := mean(rd.d[k]); !near(d, want) {
+			t.Errorf("differences.tsv %s %g, report %g", rd.keys[k], d, want)
+		}
 	}
 	if d, want := mean(rd.d[0]), rep.flowAfter.ChrF-rep.aloneAfter.ChrF; !near(d, want) {
 		t.Errorf("differences.tsv chrF margin %g, report %g", d, want)
@@ -583,6 +589,28 @@ func TestQuickRunAllGroupsSkipped(t *testing.T) {
 	for _, s := range rep.steps {
 		if s.GlobalLarge != 0 {
 			t.Errorf("step %d: the larger model's version is %d, want 0 (every group skipped)", s.Step, s.GlobalLarge)
+		}
+	}
+}
+
+// TestGuardFinal checks the client's guard on agent 3: the final
+// translation is kept only when agent 3 was given corrections, answered
+// inside <final_result> and applied every correction's rendering.
+func TestGuardFinal(t *testing.T) {
+	c := []grader.TermError{{OriginalWord: "matrix", CorrectTranslation: "矩阵"}, {OriginalWord: "vector", CorrectTranslation: "向量"}}
+	for _, tc := range []struct {
+		name, final string
+		tagged      bool
+		corr        []grader.TermError
+		want        string
+	}{
+		{"no corrections", "矩阵和向量", true, nil, "rough"},
+		{"untagged", "矩阵和向量", false, c, "rough"},
+		{"one rendering missing", "矩阵和矢量", true, c, "rough"},
+		{"all applied", "矩阵和向量", true, c, "矩阵和向量"},
+	} {
+		if got := guardFinal("rough", tc.final, tc.tagged, tc.corr); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

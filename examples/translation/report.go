@@ -155,6 +155,13 @@ func (r *report) write(dir string) error {
 			r.flowBefore.RawChrF, r.flowAfter.RawChrF, r.flowBefore.RawTagRate, r.flowAfter.RawTagRate)
 	}
 	fmt.Fprintf(&b, "\nThe last two columns give agent 3 the true corrections (the terms the rough translation lacks) instead of agent 2's: what a perfect detector would give.\n\n")
+	guard := "on: the workflow rows deliver the guarded translations"
+	if !o.guardFinal {
+		guard = "off (-guard-final=false): the workflow rows deliver agent 3's translations as written"
+	}
+	fmt.Fprintf(&b, "The client's guard on agent 3 (guardFinal) keeps its final translation only where agent 2's validated answer asked for corrections and the translation contains every correction's rendering, and otherwise falls back to agent 1's rough translation; it is %s. Agent 3's own reward (the quality column) is its output as written either way. With agent 3's output as written the workflow's chrF is %.4f at the warm start and %.4f after RL (term acc %.3f and %.3f); with the guard %.4f and %.4f (term acc %.3f and %.3f).\n\n",
+		guard, r.flowBefore.Agent3ChrF, r.flowAfter.Agent3ChrF, r.flowBefore.Agent3TermAcc, r.flowAfter.Agent3TermAcc,
+		r.flowBefore.GuardChrF, r.flowAfter.GuardChrF, r.flowBefore.GuardTermAcc, r.flowAfter.GuardTermAcc)
 	fmt.Fprintf(&b, "Agent 2 against a string-matching glossary checker in its place (it reports every glossary entry of agent 2's prompt whose rendering the rough translation lacks; it cannot tell which entries the reference uses):\n\n| workflow | agent 2 P / R | agent 2's detection reward | checker P / R | checker's detection reward | chrF: agent 3 with agent 2's / the checker's corrections | term acc: with agent 2's / the checker's |\n|---|---|---|---|---|---|---|\n")
 	for _, x := range rows {
 		fmt.Fprintf(&b, "| %s | %.3f / %.3f | %.4f | %.3f / %.3f | %.4f | %.4f / %.4f | %.3f / %.3f |\n", x.name, x.m.DetP, x.m.DetR, x.m.Detection, x.m.CheckerP, x.m.CheckerR, x.m.CheckerDetection, x.m.ChrF, x.m.CheckerChrF, x.m.TermAcc, x.m.CheckerTermAcc)
@@ -213,6 +220,8 @@ func (r *report) differences() []diffRow {
 		{"chrf_margin", "chrF: workflow after RL − agent 1 alone after RL", chrf(r.flowAfter), chrf(r.aloneAfter)},
 		{"chrf_vs_warm_alone", "chrF: workflow after RL − agent 1 alone at the warm start", chrf(r.flowAfter), chrf(r.aloneBefore)},
 		{"chrf_margin_warm", "chrF: workflow − agent 1 alone, both at the warm start", chrf(r.flowBefore), chrf(r.aloneBefore)},
+		{"chrf_margin_agent3", "chrF: workflow after RL with agent 3's output as written (no guard) − agent 1 alone after RL", field(r.flowAfter.sent, agent3Of), chrf(r.aloneAfter)},
+		{"chrf_margin_guarded", "chrF: workflow after RL with the client's guard on agent 3 − agent 1 alone after RL", field(r.flowAfter.sent, guardOf), chrf(r.aloneAfter)},
 		{"agent3_reward", "agent 3's own reward: after RL − warm start", field(r.flowAfter.sent, qualityOf), field(r.flowBefore.sent, qualityOf)},
 		{"detector_reward", "detector's own reward: after RL − warm start", field(r.flowAfter.sent, detOf), field(r.flowBefore.sent, detOf)},
 	}

@@ -12,6 +12,10 @@ type sentScore struct {
 	ChrF      float64 // chrF against the reference
 	Quality   float64 // TranslationQualityGrader, normalised (the small model's reward)
 	Detection float64 // ProperNounDetectionGrader, normalised (workflow rows only)
+	// Agent3ChrF and GuardChrF are the workflow's chrF with agent 3's
+	// final translation as written and with the client's guard on it
+	// (guardFinal); workflow rows only. ChrF is one of them.
+	Agent3ChrF, GuardChrF float64
 }
 
 // diffCI is a paired difference of means with its bootstrap interval.
@@ -85,3 +89,5 @@ func field(s []sentScore, f func(sentScore) float64) []float64 {
 func chrfOf(s sentScore) float64    { return s.ChrF }
 func qualityOf(s sentScore) float64 { return s.Quality }
 func detOf(s sentScore) float64     { return s.Detection }
+func guardOf(s sentScore) float64   { return s.GuardChrF }
+func agent3Of(s sentScore) float64  { return s.Agent3ChrF }
