@@ -58,7 +58,7 @@ type metrics struct {
 	// guarded ones unless -guard-final=false).
 	Agent3ChrF, Agent3TermAcc float64
 	GuardChrF, GuardTermAcc   float64
-	placeholderSentence int
+	placeholderSentence       int
 	// sent holds each sentence's figures, in task order, for the paired
 	// bootstrap intervals of the report (pairedBootstrap).
 	sent []sentScore
