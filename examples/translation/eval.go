@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/troupe-ml/troupe/examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn"
@@ -209,7 +210,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		// with the client's guard (-guard-final) agent 1's rough one
 		// where agent 3 was not asked for an edit or did not apply it.
 		corr, _ := grader.ParseDetections(clientCorrections(t.En, seen[i], det[i]))
-		guarded := guardFinal(rough[i], final, ok, corr)
+		guarded := guardFinal(rough[i], seen[i], final, ok, corr)
 		delivered := final
 		if e.guardFinal {
 			delivered = guarded
@@ -395,25 +396,60 @@ func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 }
 
 // guardFinal is a client-side check of agent 3's answer, as the client
-// checks agent 2's (clientCorrections): the final translation final (tagged:
-// it came inside <final_result>) is kept only where agent 3 was given
-// corrections and it contains every correction's rendering; otherwise the
-// workflow falls back to agent 1's rough translation. With no corrections
-// there is nothing to edit, and an edit that does not apply the requested
-// rendering is not the one asked for: the "do no harm" concern of
-// conservative automatic post-editing (Junczys-Dowmunt and Grundkiewicz
-// 2016; Chatterjee et al. 2018), where a post-editor's rewrite of
-// correct text is a loss. It reads agent 2's validated answer and agent
-// 3's output only, never the reference. Agent 3's own reward is still
-// its output as written, in the RL rollouts and in the report.
-func guardFinal(rough, final string, tagged bool, corr []grader.TermError) string {
+// checks agent 2's (clientCorrections). Agent 3 was given seen (agent 1's
+// rough translation rough, clipped) and the corrections corr; final is its
+// answer (tagged: it came inside <final_result>). The answer is kept only
+// where
+//   - agent 3 was given corrections,
+//   - it contains every correction's rendering, and
+//   - its edit is confined to them: its Levenshtein distance to seen, in
+//     runes, is at most twice the runes of the corrections' renderings
+//     and wrong spans. Replacing a wrong span costs at most their sum, and
+//     moving a rendering elsewhere twice its length.
+//
+// Otherwise the workflow falls back to rough: there was nothing to edit,
+// or the edit is not the one asked for. This is the "do no harm" concern
+// of conservative automatic post-editing (Junczys-Dowmunt and Grundkiewicz
+// 2016; Chatterjee et al. 2018), where a post-editor's rewrite of correct
+// text is a loss. The factor 2 was chosen on the validation split against
+// 1 and against no bound (notes/translation.md R21). It reads agent 2's
+// validated answer and agent 3's output only, never the reference. Agent
+// 3's own reward is still its output as written, in the RL rollouts and in
+// the report.
+func guardFinal(rough, seen, final string, tagged bool, corr []grader.TermError) string {
 	if !tagged || len(corr) == 0 {
 		return rough
 	}
+	budget := 0
 	for _, c := range corr {
 		if !strings.Contains(final, c.CorrectTranslation) {
 			return rough
 		}
+		budget += utf8.RuneCountInString(c.CorrectTranslation) + utf8.RuneCountInString(c.WrongTranslation)
+	}
+	if levenshtein([]rune(final), []rune(seen)) > 2*budget {
+		return rough
 	}
 	return final
+}
+
+// levenshtein is the edit distance between a and b (insertions, deletions
+// and substitutions of one rune each), by the two-row dynamic programme.
+func levenshtein(a, b []rune) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -174,7 +174,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.evalSplit, "eval-split", "test", "split the report evaluates: test, or val (for choosing settings without looking at the test split)")
 	fs.BoolVar(&o.noStd, "no-std", false, "GRPO advantages r − mean without the group-std division (Dr. GRPO, Liu et al. 2025)")
 	fs.Float64Var(&o.entropy, "entropy", 0, "GRPO entropy bonus coefficient of both models")
-	fs.BoolVar(&o.guardFinal, "guard-final", true, "the client guards agent 3's answer: the workflow delivers agent 3's final translation only where agent 2's validated answer asked for corrections and the translation contains every correction's rendering, else agent 1's rough translation (agent 3's own reward is its output as written either way; the report gives both)")
+	fs.BoolVar(&o.guardFinal, "guard-final", true, "the client guards agent 3's answer: the workflow delivers agent 3's final translation only where agent 2's validated answer asked for corrections, the translation contains every correction's rendering and its edit distance to the rough translation is at most twice the corrections' size, else agent 1's rough translation (agent 3's own reward is its output as written either way; the report gives both)")
 	fs.BoolVar(&o.counterfactual, "counterfactual", true, "train agents 2 and 3 on difference rewards: grader score minus that of doing nothing with the same input (\"[]\"; the rough translation unchanged)")
 	fs.Float64Var(&o.rlTemp, "rl-temp", 1, "sampling temperature of the RL rollouts")
 	fs.Float64Var(&o.rlTempLarge, "rl-temp-large", 0.5, "sampling temperature of agent 2's turns in the RL rollouts (negative: -rl-temp)")

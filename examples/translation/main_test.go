@@ -595,22 +595,34 @@ func TestQuickRunAllGroupsSkipped(t *testing.T) {
 
 // TestGuardFinal checks the client's guard on agent 3: the final
 // translation is kept only when agent 3 was given corrections, answered
-// inside <final_result> and applied every correction's rendering.
+// inside <final_result>, applied every correction's rendering and edited
+// no more than twice their size; and levenshtein against hand-counted
+// distances.
 func TestGuardFinal(t *testing.T) {
-	c := []grader.TermError{{OriginalWord: "matrix", CorrectTranslation: "矩阵"}, {OriginalWord: "vector", CorrectTranslation: "向量"}}
+	c := []grader.TermError{{OriginalWord: "matrix", CorrectTranslation: "矩阵"}, {OriginalWord: "vector", WrongTranslation: "矢量", CorrectTranslation: "向量"}}
+	seen := "矩的矢量" // budget 2·(2 + 2 + 2) = 12 runes
 	for _, tc := range []struct {
 		name, final string
 		tagged      bool
 		corr        []grader.TermError
 		want        string
 	}{
-		{"no corrections", "矩阵和向量", true, nil, "rough"},
-		{"untagged", "矩阵和向量", false, c, "rough"},
-		{"one rendering missing", "矩阵和矢量", true, c, "rough"},
-		{"all applied", "矩阵和向量", true, c, "矩阵和向量"},
+		{"no corrections", "矩阵的向量", true, nil, "rough"},
+		{"untagged", "矩阵的向量", false, c, "rough"},
+		{"one rendering missing", "矩阵的矢量", true, c, "rough"},
+		{"all applied", "矩阵的向量", true, c, "矩阵的向量"},
+		{"a rewrite beyond the corrections", "矩阵和向量以及其他很多很多很多的字", true, c, "rough"},
 	} {
-		if got := guardFinal("rough", tc.final, tc.tagged, tc.corr); got != tc.want {
+		if got := guardFinal("rough", seen, tc.final, tc.tagged, tc.corr); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"abc", "", 3}, {"", "ab", 2}, {"kitten", "sitting", 3}, {"矩的矢量", "矩阵的向量", 2}, {"same", "same", 0}} {
+		if got := levenshtein([]rune(tc.a), []rune(tc.b)); got != tc.want {
+			t.Errorf("levenshtein(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
 	}
 }
