@@ -1,9 +1,14 @@
 // Command translation runs the three-agent English→Chinese translation
-// workflow on two swarm servers: agent 1 (small model) translates, agent 2
-// (larger model) lists terminology errors as JSON, the client validates that
-// list, and agent 3 (small model) writes the final translation; each server trains its model with GRPO on
-// its own grader's reward. See README.md and notes/translation.md.
+// workflow on two swarm servers. Agent 1 (small model) translates, agent 2
+// (larger model) lists terminology errors as JSON, and the client validates
+// that list (clientCorrections). Agent 3 (small model) writes the final
+// translation, and the client guards it (guardFinal): agent 1's translation is
+// delivered where agent 3 was asked for no edit, did not apply it, or rewrote
+// beyond it. Each server trains its model with GRPO on its own grader's reward.
+// -pool pools the reports of several RL seeds. See README.md and
+// notes/translation.md.
 //
 //	go run ./examples/translation -quick
 //	go run ./examples/translation -steps 20 -out out/translation
+//	go run ./examples/translation -pool out/a,out/b,out/c -out out/pooled
 package main
