@@ -125,9 +125,11 @@ func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
 			st.SkippedGroups++
 			continue
 		}
-		m, s := stats.MeanStd(r)
+		var m, s float64
 		if g.cfg.NoCenter {
-			m, s = 0, rms(r)
+			s = rms(r)
+		} else {
+			m, s = stats.MeanStd(r)
 		}
 		for k, i := range grp {
 			if g.cfg.NoStdScale {

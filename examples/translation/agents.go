@@ -164,9 +164,15 @@ func correctionsText(detection string) string {
 // its closing tag (and score 0) 2.3 % of the time; both rules together move
 // the workflow's chrF from 0.0025 below agent 1 alone to 0.0043 above it.
 func clientCorrections(en, rough, detection string) string {
+	return errorsJSON(validCorrections(en, rough, detection))
+}
+
+// validCorrections are the items of agent 2's answer detection that
+// clientCorrections passes on (none when it is not a valid JSON list).
+func validCorrections(en, rough, detection string) []grader.TermError {
 	errs, err := grader.ParseDetections(detection)
 	if err != nil {
-		return "[]"
+		return nil
 	}
 	lowerEn := strings.ToLower(en)
 	var keep []grader.TermError
@@ -180,7 +186,7 @@ func clientCorrections(en, rough, detection string) string {
 		}
 		keep = append(keep, e)
 	}
-	return errorsJSON(keep)
+	return keep
 }
 
 func finalAnswer(zh string) string { return "<final_result>" + zh + "</final_result>" }

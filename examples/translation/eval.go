@@ -208,9 +208,9 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		}
 		// What the workflow delivers: agent 3's final translation, or
 		// with the client's guard (-guard-final) agent 1's rough one
-		// where agent 3 was not asked for an edit or did not apply it.
-		corr, _ := grader.ParseDetections(clientCorrections(t.En, seen[i], det[i]))
-		guarded := guardFinal(rough[i], seen[i], final, ok, corr)
+		// where agent 3 was not asked for an edit, did not apply it or
+		// rewrote beyond it.
+		guarded := guardFinal(rough[i], seen[i], final, ok, validCorrections(t.En, seen[i], det[i]))
 		delivered := final
 		if e.guardFinal {
 			delivered = guarded

@@ -59,7 +59,7 @@ type rolloutOptions struct {
 	rawCorrections bool
 	// guardFinal makes the workflow deliver agent 1's rough translation
 	// instead of agent 3's final one where agent 3 was not asked for an
-	// edit or did not apply it (guardFinal).
+	// edit, did not apply it or rewrote beyond it (guardFinal).
 	guardFinal bool
 	// rlTemp is the sampling temperature of the RL rollouts; rlTempLarge
 	// that of agent 2's turns (run resolves a negative flag to rlTemp).

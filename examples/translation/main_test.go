@@ -66,13 +66,6 @@ func TestQuickRun(t *testing.T) {
 	}
 	// The per-sentence figures the intervals resample must average to the
 	// report's means.
-	mean := func(x []float64) float64 {
-		var s float64
-		for _, v := range x {
-			s += v
-		}
-		return s / float64(len(x))
-	}
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 	for name, m := range map[string]metrics{"alone before": rep.aloneBefore, "flow before": rep.flowBefore, "alone after": rep.aloneAfter, "flow after": rep.flowAfter} {
 		if len(m.sent) != m.N {

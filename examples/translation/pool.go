@@ -30,8 +30,9 @@ func writeDifferences(path string, sentences []string, rows []diffRow) error {
 		b.WriteString("\t" + x.key)
 	}
 	b.WriteString("\n")
+	flat := strings.NewReplacer("\t", " ", "\n", " ", "\r", " ")
 	for i, s := range sentences {
-		b.WriteString(strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s))
+		b.WriteString(flat.Replace(s))
 		for _, x := range rows {
 			b.WriteString("\t" + strconv.FormatFloat(x.a[i]-x.b[i], 'g', -1, 64))
 		}

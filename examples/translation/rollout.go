@@ -95,13 +95,14 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs,
 		if w.Detection, err = chat(ctx, eps[1], detMsgs, e.maxDetTok, e.rlTempLarge, seed+1); err != nil {
 			return nil, err
 		}
-		w.Detect = grader.ProperNounDetectionGrader{}.Grade(w.Detection, truthErrors(t, w.Given))
+		truth := truthErrors(t, w.Given)
+		w.Detect = grader.ProperNounDetectionGrader{}.Grade(w.Detection, truth)
 		if g.large > 0 {
 			ans, err := chat(ctx, eps[g.large], detMsgs, e.maxDetTok, 0, 0)
 			if err != nil {
 				return nil, err
 			}
-			r := grader.ProperNounDetectionGrader{}.Grade(ans, truthErrors(t, w.Given))
+			r := grader.ProperNounDetectionGrader{}.Grade(ans, truth)
 			w.GreedyDetect = &r
 		}
 		detRes := func(reward float64) swarm.WorkflowResult {
