@@ -5,7 +5,8 @@
 // # Ops
 //
 // Each fused op (LinearOp, EmbeddingOp, LayerNormOp, GELUOp,
-// SelfAttentionOp, CrossAttentionOp, LogSoftmaxGatherOp, CrossEntropyOp,
+// SelfAttentionOp, CrossAttentionOp, LogSoftmaxGatherOp,
+// TemperedLogSoftmaxGatherOp, CrossEntropyOp,
 // KLDivergenceOp, LSTMCellOp, CopyMixOp, ExternalLoss, and small helpers) is a Gorgonia
 // op implementing the symbolic-differentiation interface (SDOp): its
 // SymDiff adds a gradient op whose Do runs the backward kernels, so
@@ -32,7 +33,9 @@
 // read only outputs and parameter gradients from Gorgonia's TapeMachine,
 // accumulate gradients across ForwardBackward calls, and Step with an
 // Optimizer (Adam, AdamW, SGD with momentum; Constant and WarmupCosine
-// schedules) after optional global-norm clipping. A NaN or Inf in the loss
+// schedules) after optional global-norm clipping. An example with a
+// Temperature is scored under softmax(logits/Temperature), the distribution
+// Generate samples from at that temperature (TemperedLogSoftmaxGatherOp). A NaN or Inf in the loss
 // or gradients skips the step. Losses written in plain Go (the policy
 // gradients of package rl) enter the graph through ExternalLoss.
 //

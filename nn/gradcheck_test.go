@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	G "gorgonia.org/gorgonia"
 	ts "gorgonia.org/tensor"
 )
@@ -387,6 +388,57 @@ func TestLogSoftmaxGatherOpGrad(t *testing.T) {
 			}
 			return out
 		})
+}
+
+func TestTemperedLogSoftmaxGatherOpGrad(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 2))
+	targets := []float64{2, -1, 0, 5, 5, 1}
+	inv := []float64{2, 2, 1, 0.5, 1.25, 4}
+	gradCheck(t, []gcInput{randIn(rng, 2, true, 2, 3, 6), constIn(targets, 2, 3), constIn(inv, 2, 3)},
+		func(n []*G.Node) *G.Node { return TemperedLogSoftmaxGatherOp(n[0], n[1], n[2]) },
+		func(v [][]float64) []float64 {
+			out := make([]float64, 6)
+			for r, tg := range v[1] {
+				if tg < 0 {
+					continue
+				}
+				row := make([]float64, 6)
+				for i := range row {
+					row[i] = v[0][r*6+i] * v[2][r]
+				}
+				out[r] = refLogSoftmax(row)[int(tg)]
+			}
+			return out
+		})
+}
+
+// At inverse temperature 1 the tempered op is LogSoftmaxGatherOp, to the bit.
+func TestTemperedLogSoftmaxGatherOpAtOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 3))
+	x := randIn(rng, 2, true, 4, 7)
+	tg := constIn([]float64{3, 0, -1, 6}, 4)
+	r := []float64{0.3, -1.2, 0.7, 2}
+	o1, g1 := runOp(t, []gcInput{x, tg}, r, func(n []*G.Node) *G.Node { return LogSoftmaxGatherOp(n[0], n[1]) })
+	o2, g2 := runOp(t, []gcInput{x, tg, constIn([]float64{1, 1, 1, 1}, 4)}, r, func(n []*G.Node) *G.Node { return TemperedLogSoftmaxGatherOp(n[0], n[1], n[2]) })
+	if diff := cmp.Diff(o1, o2); diff != "" {
+		t.Errorf("outputs differ (-untempered +tempered):\n%s", diff)
+	}
+	if diff := cmp.Diff(g1, g2); diff != "" {
+		t.Errorf("gradients differ (-untempered +tempered):\n%s", diff)
+	}
+}
+
+func TestTemperedLogSoftmaxGatherOpRejectsBadTemperature(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, ts.Float32, G.WithShape(2, 3), G.WithValue(toDense(ts.Shape{2, 3}, []float64{1, 2, 3, 4, 5, 6})), G.WithName("x"))
+	tg := G.NewVector(g, ts.Float32, G.WithShape(2), G.WithValue(toDense(ts.Shape{2}, []float64{0, 1})), G.WithName("tg"))
+	inv := G.NewVector(g, ts.Float32, G.WithShape(2), G.WithValue(toDense(ts.Shape{2}, []float64{1, 0})), G.WithName("inv"))
+	TemperedLogSoftmaxGatherOp(x, tg, inv)
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err == nil || !strings.Contains(err.Error(), "inverse temperature 0 at row 1") {
+		t.Fatalf("RunAll = %v, want an inverse-temperature error", err)
+	}
 }
 
 func TestCrossEntropyOpGrad(t *testing.T) {

@@ -452,3 +452,68 @@ func TestCopyHeadLearnsToCopy(t *testing.T) {
 		t.Errorf("copy head: held-out loss %.3f nats, want < 1.2 and < half the plain model's %.3f", loss[16], loss[0])
 	}
 }
+
+// TestTemperedTokenLogProbs checks the trainer's log-probabilities at a
+// temperature against a float64 reference built from the model's own
+// distribution: each next-token distribution is read off untempered
+// TokenLogProbs of every vocabulary token, then tempered as
+// p_v^(1/τ)/Σ p^(1/τ). A batch mixes tempered and untempered examples.
+func TestTemperedTokenLogProbs(t *testing.T) {
+	for _, copyDim := range []int{0, 4} {
+		const V = 7
+		m := NewLM(NewStore(3), LMConfig{Vocab: V, Dim: 8, Layers: 1, Heads: 2, MaxLen: 8, CopyDim: copyDim})
+		roughen(m.Store, 0.5, 4)
+		tr := NewLMTrainer(m, NewSGD(Constant(0), 0), TrainConfig{})
+		prompt, target := []int{1, 2}, []int{3, 0, 6}
+		// dist[j][v] = log p(v | prompt, target[:j]) at temperature 1.
+		dist := make([][]float64, len(target))
+		for j := range target {
+			var batch []SeqExample
+			for v := 0; v < V; v++ {
+				batch = append(batch, SeqExample{Prompt: prompt, Target: append(append([]int(nil), target[:j]...), v)})
+			}
+			lp, err := tr.TokenLogProbs(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for v := range V {
+				dist[j] = append(dist[j], float64(lp[v][j]))
+			}
+		}
+		ref := func(temp float64) []float32 {
+			out := make([]float32, len(target))
+			for j, tok := range target {
+				mx := math.Inf(-1)
+				for _, l := range dist[j] {
+					mx = max(mx, l/temp)
+				}
+				var z float64
+				for _, l := range dist[j] {
+					z += math.Exp(l/temp - mx)
+				}
+				out[j] = float32(dist[j][tok]/temp - mx - math.Log(z))
+			}
+			return out
+		}
+		batch := []SeqExample{
+			{Prompt: prompt, Target: target, Temperature: 0.5},
+			{Prompt: prompt, Target: target},
+			{Prompt: prompt, Target: target, Temperature: 1},
+			{Prompt: prompt, Target: target, Temperature: 2},
+		}
+		got, err := tr.TokenLogProbs(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := [][]float32{ref(0.5), ref(1), ref(1), ref(2)}
+		if d := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-5)); d != "" {
+			t.Errorf("copy %d: tempered log-probs (-reference +trainer):\n%s", copyDim, d)
+		}
+		if math.Abs(float64(want[0][0]-want[1][0])) < 0.05 {
+			t.Errorf("copy %d: temperature barely changes the log-probs (%v vs %v): the test means nothing", copyDim, want[0], want[1])
+		}
+		if _, err := tr.TokenLogProbs([]SeqExample{{Prompt: prompt, Target: target, Temperature: -1}}); err == nil {
+			t.Errorf("copy %d: a negative temperature was accepted", copyDim)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"math"
 
 	kern "github.com/troupe-ml/troupe/tensor"
 	G "gorgonia.org/gorgonia"
@@ -149,35 +150,97 @@ func LogSoftmaxGatherOp(logits, targets *G.Node) *G.Node {
 	k := &kernel{name: "LogSoftmaxGather", diff: []bool{true, false}}
 	k.fwd = func(v [][]float32, y []float32) error {
 		kern.LogSoftmaxRows(ls, v[0], rows, vocab)
-		for n, t := range v[1] {
-			if t < 0 {
-				y[n] = 0
-				continue
-			}
-			if int(t) >= vocab {
-				return fmt.Errorf("target %v at row %d outside vocabulary [0,%d)", t, n, vocab)
-			}
-			y[n] = ls[n*vocab+int(t)]
-		}
-		return nil
+		return gatherRows(y, ls, v[1], vocab)
 	}
 	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
 		kern.SoftmaxRows(g[0], v[0], rows, vocab)
-		for n, t := range v[1] {
-			row := g[0][n*vocab : (n+1)*vocab]
-			if t < 0 {
-				zero(row)
-				continue
-			}
-			d := dy[n]
-			for i := range row {
-				row[i] *= -d
-			}
-			row[int(t)] += d
-		}
+		softmaxGatherGrad(g[0], v[1], dy, nil, vocab)
 	}
 	k.full = true
 	return applyFused(k, targets.Shape(), logits, targets)
+}
+
+// gatherRows sets y[n] = ls[n][targets[n]] for rows of width vocab: 0 where
+// the target is negative (padding), an error where it is outside the
+// vocabulary.
+func gatherRows(y, ls, targets []float32, vocab int) error {
+	for n, t := range targets {
+		if t < 0 {
+			y[n] = 0
+			continue
+		}
+		if int(t) >= vocab {
+			return fmt.Errorf("target %v at row %d outside vocabulary [0,%d)", t, n, vocab)
+		}
+		y[n] = ls[n*vocab+int(t)]
+	}
+	return nil
+}
+
+// softmaxGatherGrad turns g, holding softmax rows, into the gradient of the
+// gathered log-probabilities: row n becomes d_n·(onehot(t_n) − softmax_n)
+// with d_n = dy[n]·scale[n] (scale nil: 1), and 0 for padding rows.
+func softmaxGatherGrad(g, targets, dy, scale []float32, vocab int) {
+	for n, t := range targets {
+		row := g[n*vocab : (n+1)*vocab]
+		if t < 0 {
+			zero(row)
+			continue
+		}
+		d := dy[n]
+		if scale != nil {
+			d *= scale[n]
+		}
+		for i := range row {
+			row[i] *= -d
+		}
+		row[int(t)] += d
+	}
+}
+
+// TemperedLogSoftmaxGatherOp is LogSoftmaxGatherOp at a temperature per
+// row: log softmax(logits[n]/τ_n)[targets[n]], with invTemps (one value per
+// row, shaped like targets) holding 1/τ_n. It scores a token under the
+// distribution a sampler draws from at temperature τ (without top-k or
+// top-p truncation); a policy gradient of samples drawn at τ < 1 needs these
+// log-probabilities, not those at temperature 1, to be the gradient of the
+// sampled policy's expected reward. Only logits are differentiated: the
+// gradient of row n is (dy_n/τ_n)(onehot(t_n) − softmax(logits[n]/τ_n)).
+// Negative targets are padding (0, no gradient).
+func TemperedLogSoftmaxGatherOp(logits, targets, invTemps *G.Node) *G.Node {
+	vocab, rows := lastDim(logits), rowsOf(logits)
+	if targets.Shape().TotalSize() != rows || invTemps.Shape().TotalSize() != rows {
+		panic(fmt.Sprintf("nn: TemperedLogSoftmaxGatherOp: logits %v but targets %v and invTemps %v", logits.Shape(), targets.Shape(), invTemps.Shape()))
+	}
+	scaled := make([]float32, rows*vocab)
+	ls := make([]float32, rows*vocab)
+	scale := func(x, s []float32) {
+		for n := 0; n < rows; n++ {
+			k := s[n]
+			src, dst := x[n*vocab:(n+1)*vocab], scaled[n*vocab:(n+1)*vocab]
+			for i, v := range src {
+				dst[i] = v * k
+			}
+		}
+	}
+	k := &kernel{name: "TemperedLogSoftmaxGather", diff: []bool{true, false, false}}
+	k.fwd = func(v [][]float32, y []float32) error {
+		for n, s := range v[2] {
+			if !(s > 0) || math.IsInf(float64(s), 0) {
+				return fmt.Errorf("inverse temperature %v at row %d is not positive and finite", s, n)
+			}
+		}
+		scale(v[0], v[2])
+		kern.LogSoftmaxRows(ls, scaled, rows, vocab)
+		return gatherRows(y, ls, v[1], vocab)
+	}
+	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) {
+		scale(v[0], v[2])
+		kern.SoftmaxRows(g[0], scaled, rows, vocab)
+		softmaxGatherGrad(g[0], v[1], dy, v[2], vocab)
+	}
+	k.full = true
+	return applyFused(k, targets.Shape(), logits, targets, invTemps)
 }
 
 // CrossEntropyOp returns the mean over non-padding rows of

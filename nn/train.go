@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	G "gorgonia.org/gorgonia"
 	ts "gorgonia.org/tensor"
@@ -122,7 +123,18 @@ func (s *stepper) step() (float64, bool, error) {
 
 // SeqExample is one sequence for the language-model trainer: the model is
 // conditioned on Prompt (at least one token) and scored on Target.
-type SeqExample struct{ Prompt, Target []int }
+type SeqExample struct {
+	Prompt, Target []int
+	// Temperature, when positive and not 1, scores Target under
+	// softmax(logits/Temperature): the distribution LM.Generate samples from
+	// at that temperature (without top-k or top-p truncation). Policy
+	// gradients of samples drawn at a temperature need it
+	// (TemperedLogSoftmaxGatherOp). 0 or 1: the model's own distribution.
+	Temperature float64
+}
+
+// tempered reports whether ex is scored at a temperature other than 1.
+func (ex SeqExample) tempered() bool { return ex.Temperature > 0 && ex.Temperature != 1 }
 
 // LMTrainer trains an LM with graphs cached per (batch size, padded length)
 // bucket. Gradients accumulate in the store's Param.Grad across
@@ -155,10 +167,15 @@ func (t *LMTrainer) Skipped() int { return t.st.Skipped }
 // Optimizer returns the trainer's optimizer.
 func (t *LMTrainer) Optimizer() Optimizer { return t.st.opt }
 
-func (t *LMTrainer) graph(b, T int, withGrad bool) *graphRun {
+// graph returns the compiled graph of a b×T batch; with tempered it takes a
+// third input, the inverse temperature of every position.
+func (t *LMTrainer) graph(b, T int, withGrad, tempered bool) *graphRun {
 	k := [3]int{b, T, 0}
 	if withGrad {
 		k[2] = 1
+	}
+	if tempered {
+		k[2] |= 2
 	}
 	if r, ok := t.cache[k]; ok {
 		return r
@@ -167,14 +184,48 @@ func (t *LMTrainer) graph(b, T int, withGrad bool) *graphRun {
 		ids := s.Input("ids", b, T)
 		tg := s.Input("targets", b, T)
 		logits := t.m.Logits(s, ids)
+		if tempered {
+			inv := s.Input("inv_temps", b, T)
+			return []*G.Node{ids, tg, inv}, TemperedLogSoftmaxGatherOp(logits, tg, inv)
+		}
 		return []*G.Node{ids, tg}, LogSoftmaxGatherOp(logits, tg)
 	})
 	t.cache[k] = r
 	return r
 }
 
-// pack lays out a batch as B×T ids and targets (−1 where not scored).
-func (t *LMTrainer) pack(batch []SeqExample) (ids, tg *ts.Dense, T int, err error) {
+// pack lays out a batch as B×T ids and targets (−1 where not scored), and,
+// when an example has a temperature, the inputs' third tensor: the inverse
+// temperature of every position (1 for untempered examples).
+func (t *LMTrainer) pack(batch []SeqExample) (vals []*ts.Dense, T int, err error) {
+	ids, tg, T, err := t.packIDs(batch)
+	if err != nil {
+		return nil, 0, err
+	}
+	vals = []*ts.Dense{ids, tg}
+	for i, ex := range batch {
+		if ex.Temperature < 0 || math.IsNaN(ex.Temperature) || math.IsInf(ex.Temperature, 0) {
+			return nil, 0, fmt.Errorf("nn: example %d has temperature %v", i, ex.Temperature)
+		}
+	}
+	if !slices.ContainsFunc(batch, SeqExample.tempered) {
+		return vals, T, nil
+	}
+	inv := newDense(ts.Shape{len(batch), T})
+	iv := inv.Float32s()
+	for i, ex := range batch {
+		s := float32(1)
+		if ex.tempered() {
+			s = float32(1 / ex.Temperature)
+		}
+		for p := 0; p < T; p++ {
+			iv[i*T+p] = s
+		}
+	}
+	return append(vals, inv), T, nil
+}
+
+func (t *LMTrainer) packIDs(batch []SeqExample) (ids, tg *ts.Dense, T int, err error) {
 	if len(batch) == 0 {
 		return nil, nil, 0, fmt.Errorf("nn: empty batch")
 	}
@@ -223,13 +274,13 @@ func unpack(batch []SeqExample, flat []float32, T int) [][]float32 {
 }
 
 // TokenLogProbs returns log p(Target[i] | Prompt, Target[:i]) for every
-// example, without gradients.
+// example (at the example's Temperature), without gradients.
 func (t *LMTrainer) TokenLogProbs(batch []SeqExample) ([][]float32, error) {
-	ids, tg, T, err := t.pack(batch)
+	vals, T, err := t.pack(batch)
 	if err != nil {
 		return nil, err
 	}
-	flat, _, err := t.graph(len(batch), T, false).run([]*ts.Dense{ids, tg}, nil)
+	flat, _, err := t.graph(len(batch), T, false, len(vals) == 3).run(vals, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +298,7 @@ func (t *LMTrainer) ForwardBackward(batch []SeqExample, loss func(logp [][]float
 }
 
 func (t *LMTrainer) forwardBackward(batch []SeqExample, loss func(logp [][]float32) (float64, [][]float32)) (float64, error) {
-	ids, tg, T, err := t.pack(batch)
+	vals, T, err := t.pack(batch)
 	if err != nil {
 		return 0, err
 	}
@@ -268,7 +319,7 @@ func (t *LMTrainer) forwardBackward(batch []SeqExample, loss func(logp [][]float
 		}
 		return l, g
 	}
-	_, l, err := t.graph(len(batch), T, true).run([]*ts.Dense{ids, tg}, lf)
+	_, l, err := t.graph(len(batch), T, true, len(vals) == 3).run(vals, lf)
 	if cbErr != nil {
 		return l, cbErr
 	}

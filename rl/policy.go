@@ -16,6 +16,11 @@ type Sample struct {
 	LogProbs []float32
 	// Version is the parameter version that sampled the trajectory.
 	Version int64
+	// Temperature is the sampling temperature the Actions were drawn at
+	// (0: not recorded, or 1). Policies that score at it (rl/policies.LM
+	// with Tempered) then evaluate the tempered distribution the samples
+	// came from, and LogProbs, when set, must be of that distribution.
+	Temperature float64
 	// Reward is the scalar return of the whole trajectory.
 	Reward float64
 	// StepRewards optionally gives a reward per action (PPO with GAE); when

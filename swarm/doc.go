@@ -82,7 +82,10 @@
 //     completions (then 429).
 //   - Logprobs are those of the model at temperature 1 without top-p (the
 //     behaviour log-probs training needs), also when sampling used another
-//     temperature; the end-of-sequence token is not listed.
+//     temperature; the end-of-sequence token is not listed. Each recorded
+//     sample also carries the temperature it was drawn at
+//     (rl.Sample.Temperature), so that a Model may score it under the
+//     tempered distribution instead (rl/policies.LM.Tempered).
 //
 // # Security
 //

@@ -9,9 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/troupe-ml/troupe/rl"
 )
 
 func chatOnce(t *testing.T, ep *Episode) {
@@ -371,5 +375,56 @@ func TestNegativeRewardsTrain(t *testing.T) {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// recordingModel records the batches its server trains on.
+type recordingModel struct {
+	Model
+	mu      sync.Mutex
+	batches [][]rl.Sample
+}
+
+func (m *recordingModel) Train(batch []rl.Sample) (map[string]float64, error) {
+	m.mu.Lock()
+	m.batches = append(m.batches, append([]rl.Sample(nil), batch...))
+	m.mu.Unlock()
+	return m.Model.Train(batch)
+}
+
+// TestSamplesRecordTemperature: each trained sample carries the
+// temperature its completion was sampled at (the request's, 1 when the
+// request names none), so that a model can score it under that tempered
+// distribution (rl/policies.LM.Tempered).
+func TestSamplesRecordTemperature(t *testing.T) {
+	inner, _ := NewPresetModel("small")
+	m := &recordingModel{Model: inner}
+	ts := startServer(t, m, testTrainConfig(1, 3), nil)
+	ctx := ctxT(t)
+	half, zero := 0.5, 0.0
+	for i, temp := range []*float64{&half, nil, &zero} {
+		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ep.Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 4, Temperature: temp}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ts.cli.EndEpisode(ctx, ep, "t", WorkflowResult{Reward: float64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "step 1", func() bool { _, _, g := ts.s.Status(); return g == 1 })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var got []float64
+	for _, b := range m.batches {
+		for _, s := range b {
+			got = append(got, s.Temperature)
+		}
+	}
+	slices.Sort(got)
+	if want := []float64{0, 0.5, 1}; !slices.Equal(got, want) {
+		t.Errorf("trained samples' temperatures %v, want %v", got, want)
 	}
 }

@@ -479,7 +479,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	open := s.episodes[ep.id] == ep
 	if open {
 		for _, g := range gens {
-			ep.samples = append(ep.samples, rl.Sample{Prompt: prompt, Actions: g.Tokens, LogProbs: g.LogProbs, Version: version})
+			ep.samples = append(ep.samples, rl.Sample{Prompt: prompt, Actions: g.Tokens, LogProbs: g.LogProbs, Version: version, Temperature: p.temperature})
 		}
 		ep.tokens += len(prompt) + completion
 	}

@@ -162,3 +162,41 @@ func TestLMPolicyNonFiniteLossSkipsStep(t *testing.T) {
 		t.Fatalf("normal step: %+v, %v, version %d", info, err, p.Version())
 	}
 }
+
+// TestLMPolicyTempered: a Tempered policy records, and re-evaluates, the
+// log-probabilities of the distribution it sampled from at temperature 0.5;
+// they differ from the temperature-1 ones an untempered policy records for
+// the same tokens.
+func TestLMPolicyTempered(t *testing.T) {
+	hot, cold := newLMPolicy(7, 1e-3), newLMPolicy(7, 1e-3)
+	cold.Tempered = true
+	opts := nn.GenerateOptions{Temperature: 0.5, MaxTokens: lmGen, Seed: 3}
+	prompts := [][]int{{0, 1}, {0, 2, 5}}
+	a, err := hot.Sample(prompts, []string{"a", "b"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cold.Sample(prompts, []string{"a", "b"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp, err := cold.LogProbs(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved float64
+	for i := range b {
+		if b[i].Temperature != 0.5 || fmt.Sprint(a[i].Actions) != fmt.Sprint(b[i].Actions) {
+			t.Fatalf("sample %d: temperature %v, actions %v vs %v", i, b[i].Temperature, a[i].Actions, b[i].Actions)
+		}
+		for k := range lp[i] {
+			if math.Abs(float64(lp[i][k]-b[i].LogProbs[k])) > 1e-5 {
+				t.Fatalf("sample %d token %d: LogProbs %g, recorded %g", i, k, lp[i][k], b[i].LogProbs[k])
+			}
+			moved = max(moved, math.Abs(float64(b[i].LogProbs[k]-a[i].LogProbs[k])))
+		}
+	}
+	if moved < 1e-3 {
+		t.Errorf("tempered and untempered log-probs agree (max difference %g)", moved)
+	}
+}
