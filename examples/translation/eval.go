@@ -86,9 +86,14 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 		}
 		all[i] = p
 	}
-	// Chunks of prompts of similar length: the token budget of a chunk is
-	// bounded by its longest prompt, so mixing lengths would cut the short
-	// prompts' outputs.
+	// Chunks of prompts of similar length (a batch runs as long as its
+	// longest generation). Each prompt has min(maxTok, MaxLen − its length)
+	// tokens, nn.LM.Generate stopping every sequence at MaxLen on its own:
+	// the budget the swarm server gives an RL rollout (lmModel.Generate).
+	// Until stop 22 a chunk's budget was bounded by its longest prompt,
+	// which cut some of the shorter prompts' answers (agent 2's detection
+	// reward on the validation warm start read 0.6473 instead of 0.6530,
+	// notes/translation.md R22).
 	order := make([]int, len(msgs))
 	for i := range order {
 		order[i] = i
@@ -101,13 +106,7 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 		for _, i := range idx {
 			prompts = append(prompts, all[i])
 		}
-		// Bound by the longest prompt of the chunk.
-		longest := 0
-		for _, p := range prompts {
-			longest = max(longest, len(p))
-		}
-		mt := min(maxTok, lm.Config.MaxLen-longest)
-		gens, err := lm.Generate(prompts, nn.GenerateOptions{MaxTokens: max(mt, 1), StopTokens: []int{end}})
+		gens, err := lm.Generate(prompts, nn.GenerateOptions{MaxTokens: maxTok, StopTokens: []int{end}})
 		if err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}
