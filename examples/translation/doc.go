@@ -5,10 +5,13 @@
 // translation, and the client guards it (guardFinal): agent 1's translation is
 // delivered where agent 3 was asked for no edit, did not apply it, or rewrote
 // beyond it. Each server trains its model with GRPO on its own grader's reward.
-// -pool pools the reports of several RL seeds. See README.md and
+// -pool pools the reports of several RL seeds. -calibration measures agent
+// 2's first decision ("[]" or a list) against a bias on "[]", greedy and
+// sampled, before and after RL (calibrate). See README.md and
 // notes/translation.md.
 //
 //	go run ./examples/translation -quick
 //	go run ./examples/translation -steps 20 -out out/translation
 //	go run ./examples/translation -pool out/a,out/b,out/c -out out/pooled
+//	go run ./examples/translation -eval-split val -calibration -out out/cal
 package main

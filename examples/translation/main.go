@@ -119,6 +119,12 @@ type options struct {
 	positiveLarge        bool
 	splitHan             bool
 	cosineLarge          bool
+	// calibration measures agent 2's first decision against a bias on
+	// "[]" before and after RL (calibrate).
+	calibration bool
+	// tempered scores each RL sample at the temperature it was sampled at
+	// (rl/policies.LM.Tempered): agent 2's turns at -rl-temp-large.
+	tempered bool
 	// settings lists every flag's value after parsing (for the report).
 	settings string
 }
@@ -193,6 +199,8 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.scstLarge, "scst-large", false, "self-critical baseline for agent 2 (Rennie et al. 2017): each sampled detection's reward is its score minus that of the larger model's greedy detection of the same prompt (an extra evaluation episode), and the larger model's GRPO does not centre its groups (rl.GRPOConfig.NoCenter): it learns toward answers that beat its own test-time output. Replaces -counterfactual's \"[]\" baseline; with -servers, the larger model's server must train with NoCenter")
 	fs.BoolVar(&o.scstSmall, "scst-small", false, "self-critical baseline for agent 3, as -scst-large: the final translation's reward is its quality minus that of the small model's greedy final translation of the same prompt, not group-centred (needs agent 1's turns untrained, -no-train-rough, the default)")
 	fs.BoolVar(&o.skipEqualLarge, "skip-equal-large", false, "drop the larger model's GRPO groups whose rewards are all equal (zero advantage) from its loss, so they do not dilute the informative ones (DAPO's dynamic sampling without the resampling, Yu et al. 2025)")
+	fs.BoolVar(&o.tempered, "tempered", false, "score each RL sample's tokens at the temperature it was sampled at (log softmax(logits/τ)), the policy that drew it, not at temperature 1: with agent 2 sampled at -rl-temp-large 0.5, its near-certain tokens then carry no advantage noise (rl/policies.LM.Tempered); greedy evaluation is unchanged by τ")
+	fs.BoolVar(&o.calibration, "calibration", false, "measure agent 2's first decision (answer [] or open a list) before and after RL: the greedy reward and the expected sampled reward at temperatures 1, 0.5, 0.25 and 0.1 against a bias added to log p(\"[]\") at the first answer token, on the warm start's inputs; a section of report.md and calibration.png (about a minute per detector at full size)")
 	fs.BoolVar(&o.cosineLarge, "cosine-large", false, "the larger model's GRPO learning rate falls from -rl-lr-large to 0 along a half cosine over the RL phase (a decaying step size, against the random walk of its validation reward)")
 	fs.StringVar(&o.cacheDir, "cache", "", "warm-start checkpoint cache (default <out>/cache)")
 	fs.StringVar(&o.profile, "profile", "", "write a profile (cpu, mem, allocs, block, mutex, trace) of the run to <out>/profile")
@@ -382,6 +390,12 @@ func run(o options) (*report, error) {
 		for _, t := range test {
 			rep.sentences = append(rep.sentences, t.En)
 		}
+		if o.calibration {
+			logf("calibrating the warm-start detector's first decision")
+			if rep.calBefore, err = e.calibrate(large, test, rep.flowBefore.seen, calBiases, calTemps, calSamples, o.seed); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	rlSeed := o.seed
@@ -403,7 +417,7 @@ func run(o options) (*report, error) {
 		}
 		gs := o.grpo()
 		gs.NoCenter = o.scstSmall
-		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, gs, 0).withAnchor(anchor, anchorN)
+		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, gs, 0).withAnchor(anchor, anchorN).withTempered(o.tempered)
 		gl := o.grpo()
 		gl.Epochs, gl.SkipEqualGroups, gl.PositiveOnly, gl.NoCenter = o.epochsLarge, o.skipEqualLarge, o.positiveLarge, o.scstLarge
 		if o.aggLarge == "token" {
@@ -414,7 +428,7 @@ func run(o options) (*report, error) {
 			decay = o.steps * o.epochsLarge
 		}
 		ml := newLMModel("large", large, tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, gl, decay).
-			withAnchor(largeExamples(roughs, tok, e.hint, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge)
+			withAnchor(largeExamples(roughs, tok, e.hint, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge).withTempered(o.tempered)
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {
 			return nil, fmt.Errorf("-ports wants two ports, got %q", o.ports)
@@ -557,6 +571,12 @@ func run(o options) (*report, error) {
 		}
 		if rep.detFixed, err = e.detectOn(large, test, rep.flowBefore.seen); err != nil {
 			return nil, err
+		}
+		if o.calibration {
+			logf("calibrating the detector's first decision after RL")
+			if rep.calAfter, err = e.calibrate(large, test, rep.flowBefore.seen, calBiases, calTemps, calSamples, o.seed); err != nil {
+				return nil, err
+			}
 		}
 	}
 	rep.seconds = time.Since(t0).Seconds()

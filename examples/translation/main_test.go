@@ -150,7 +150,8 @@ func TestQuickRunZeroLR(t *testing.T) {
 // other sampling temperatures, AdamW on the small model, agent 1's turns
 // trained, the graders' own scores as rewards, checkpoint selection, and
 // the larger model's extra tasks, second GRPO pass, token-level loss and
-// decaying learning rate, and its positive-only loss.
+// decaying learning rate, and its positive-only loss; samples scored at
+// their sampling temperature (-tempered, both models at 0.8).
 func TestQuickRunRLVariants(t *testing.T) {
 	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
 		t.Skip(err)
@@ -159,7 +160,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 	o := quickOptions(t, out, "-counterfactual=false", "-group-inputs",
 		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough=false",
 		"-rl-temp-large", "-1", "-rl-opt", "adamw", "-rl-opt-large", "sgd", "-rl-lr-large", "0.05", "-hint-marks", "-raw-corrections",
-		"-batch-large", "3", "-epochs-large", "2", "-agg-large", "token", "-cosine-large", "-positive-large")
+		"-batch-large", "3", "-epochs-large", "2", "-agg-large", "token", "-cosine-large", "-positive-large", "-tempered")
 	rep, err := run(o)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +174,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
-	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "small model adamw lr 0.0001", "larger model sgd lr 0.05 (cosine to 0)", "rollout temperature 0.8 (agent 2: 0.8)", "-hint-marks=true", "as written (-raw-corrections)",
+	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "small model adamw lr 0.0001", "larger model sgd lr 0.05 (cosine to 0)", "rollout temperature 0.8 (agent 2: 0.8), samples scored at their sampling temperature (-tempered)", "-hint-marks=true", "as written (-raw-corrections)",
 		"3 tasks per step, 2 pass(es) per batch, token-level loss"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report lacks %q", want)

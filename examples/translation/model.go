@@ -26,7 +26,10 @@ type lmModel struct {
 	end  int
 	opt  nn.Optimizer
 	pol  *policies.LM
+	ref  *policies.LM // the KL penalty's frozen reference (nil: no penalty)
 	grpo *rl.GRPO
+	// tempered scores samples at their sampling temperature (withTempered).
+	tempered bool
 	// anchor draws supervised warm-start examples; after each GRPO update
 	// Train takes one supervised step on anchorN of them (0: none).
 	anchor   func() (nn.SeqExample, error)
@@ -56,13 +59,15 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, rlOpt string, 
 	if decaySteps > 0 {
 		opt = mk(nn.WarmupCosine(rlLR, 0, decaySteps, 0))
 	}
+	var refPol *policies.LM
 	if klCoef > 0 {
 		ref := frozenCopy(lm) // never stepped: its trainer only computes log-probabilities
-		cfg.Ref = policies.NewLM(ref, nn.NewLMTrainer(ref, nn.NewAdamW(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32}))
+		refPol = policies.NewLM(ref, nn.NewLMTrainer(ref, nn.NewAdamW(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32}))
+		cfg.Ref = refPol
 		cfg.KLCoef = klCoef
 	}
 	return &lmModel{name: name, lm: lm, tok: tok, end: tok.MustSpecialID(tokenizer.End), opt: opt,
-		grpo: rl.NewGRPO(cfg), newOpt: newOpt,
+		grpo: rl.NewGRPO(cfg), newOpt: newOpt, ref: refPol,
 		pol: policies.NewLM(lm, nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32}))}
 }
 
@@ -83,6 +88,23 @@ func (m *lmModel) withAnchor(draw func() (nn.SeqExample, error), n int) *lmModel
 	m.anchor, m.anchorN = draw, n
 	if n > 0 && draw != nil && m.anchorTr == nil {
 		m.anchorTr = nn.NewLMTrainer(m.lm, m.newOpt(), nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
+	}
+	return m
+}
+
+// withTempered makes GRPO score every sample at the temperature it was
+// sampled at (rl/policies.LM.Tempered), the KL penalty's reference too, so
+// that the penalty compares the two tempered distributions. The server
+// records the temperature of each completion with its sample, but its
+// log-probabilities at temperature 1; Train drops those of tempered samples
+// so that GRPO recomputes them under the current parameters, which sampled
+// them: the client waits for each round's update before the next round's
+// rollouts, so a tempered sample of another version is dropped.
+func (m *lmModel) withTempered(on bool) *lmModel {
+	m.tempered = on
+	m.pol.Tempered = on
+	if m.ref != nil {
+		m.ref.Tempered = on
 	}
 	return m
 }
@@ -153,7 +175,15 @@ func (m *lmModel) Generate(ctx context.Context, prompts [][]int, opts swarm.Gene
 
 func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 	var keep []rl.Sample
+	stale := 0
 	for _, s := range batch {
+		if m.tempered && s.Temperature > 0 && s.Temperature != 1 {
+			if s.Version != m.Version() {
+				stale++
+				continue
+			}
+			s.LogProbs = nil // recomputed at s.Temperature by GRPO
+		}
 		// Generate cut over-long prompts to their last MaxLen-4 tokens;
 		// train on the same context the actions were sampled from.
 		if n := m.lm.Config.MaxLen - 4; len(s.Prompt) > n {
@@ -164,13 +194,16 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 		}
 	}
 	if len(keep) == 0 {
-		return map[string]float64{"samples": 0}, nil
+		return map[string]float64{"samples": 0, "stale_tempered": float64(stale)}, nil
 	}
 	st, err := m.grpo.Update(m.pol, keep)
 	if err != nil {
 		return nil, err
 	}
 	out := st.Map()
+	if m.tempered {
+		out["stale_tempered"] = float64(stale)
+	}
 	if m.anchorTr != nil {
 		b, err := drawBatch(m.anchor, m.anchorN, m.lm.Config.MaxLen)
 		if err != nil {

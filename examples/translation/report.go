@@ -32,6 +32,9 @@ type report struct {
 	// sentences are the English sources of the evaluated sentences, in
 	// the order of the metrics' per-sentence figures (differences.tsv).
 	sentences []string
+	// calBefore and calAfter are agent 2's first decision measured at the
+	// warm start and after RL on the warm start's inputs (-calibration).
+	calBefore, calAfter *calibration
 }
 
 func (r *report) plot(path string) error {
@@ -98,8 +101,8 @@ func (r *report) write(dir string) error {
 	if len(scst) > 0 {
 		baselines = fmt.Sprintf(" (self-critical for %s: minus the greedy answer's score, not group-centred)", strings.Join(scst, " and "))
 	}
-	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g%s, KL β %g, %d tasks per step, %d pass(es) per batch, %s-level loss%s; rollout temperature %g (agent 2: %g); agent 2 rewarded by %s; difference rewards %v%s; agent 1's turns trained %v.\n\n",
-		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, det, o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
+	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g%s, KL β %g, %d tasks per step, %d pass(es) per batch, %s-level loss%s; rollout temperature %g (agent 2: %g)%s; agent 2 rewarded by %s; difference rewards %v%s; agent 1's turns trained %v.\n\n",
+		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, map[bool]string{true: ", samples scored at their sampling temperature (-tempered)"}[o.tempered], det, o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
 	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"
@@ -172,6 +175,11 @@ func (r *report) write(dir string) error {
 		fmt.Fprintf(&b, "| %s | %+.4f | %+.4f | %+.4f | %+.4f |\n", x.name, x.m.GainEmpty, x.m.GainTrue, x.m.GainFalse, x.m.GainEmpty+x.m.GainTrue+x.m.GainFalse)
 	}
 	b.WriteString("\n")
+	if r.calBefore != nil {
+		if err := r.writeCalibration(&b, dir, split); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(&b, "## Examples (%s split, after RL)\n\n| source | reference | agent 1 | agent 2 | agent 3 |\n|---|---|---|---|---|\n", split)
 	esc := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
 	for _, ex := range r.flowAfter.Examples {
@@ -229,4 +237,21 @@ func (r *report) differences() []diffRow {
 		rows = append(rows, diffRow{"detector_reward_fixed", "detector's own reward on the warm start's inputs: after RL − warm start", r.detFixed.sent, field(r.flowBefore.sent, detOf)})
 	}
 	return rows
+}
+
+// writeCalibration writes the -calibration section and calibration.png.
+func (r *report) writeCalibration(b *strings.Builder, dir, split string) error {
+	cals, names := []*calibration{r.calBefore}, []string{"warm start"}
+	if r.calAfter != nil {
+		cals, names = append(cals, r.calAfter), append(names, "after RL")
+	}
+	if err := plotCalibration(filepath.Join(dir, "calibration.png"), cals, names); err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "## Agent 2's first decision (-calibration)\n\n")
+	fmt.Fprintf(b, "On the warm start's inputs (%d %s sentences). Agent 2's first answer token is either \"[]\" or opens a list. A bias b is added to log p(\"[]\") at that position only; the greedy reward is that of the answers greedy decoding then gives (decoded exactly), the sampled reward at τ the expected reward of sampling at temperature τ with the bias (%d samples per prompt and τ; see calibrate). Bias 0 is the model as it is. RL on samples drawn at τ (agent 2's: -rl-temp-large %g) climbs the sampled curve at that τ; the report's detection reward is the greedy curve at 0.\n\n![calibration](calibration.png)\n\n", r.calBefore.N, split, calSamples, r.opts.rlTempLarge)
+	for i, c := range cals {
+		c.markdown(b, names[i])
+	}
+	return nil
 }
