@@ -50,7 +50,7 @@ demo:
 	$(GO) run ./examples/translation -quick -out out/demo/translation
 
 # The same jobs at full size (finance-risk about 3-5 minutes, translation about
-# 6-7 minutes on 2 cores: 384.8 s, 430.9 s and 390.5 s measured, notes/translation.md R18, R21); reports
+# 6-7 minutes on 2 cores: 384.8 s, 430.9 s, 390.5 s and 370.4 s measured, notes/translation.md R18, R21, R22); reports
 # land in out/
 demo-full:
 	$(GO) run ./cmd/demo
