@@ -320,6 +320,10 @@ type ChatRequest struct {
 	Stream      bool          `json:"stream,omitempty"`
 	// StreamOptions is sent only by Stream.
 	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+	// AssistantPrefix forces the start of the answer (troupe's extension,
+	// not OpenAI's; see the package doc, "Forced prefixes"): the response's
+	// content is the continuation after it.
+	AssistantPrefix string `json:"assistant_prefix,omitempty"`
 }
 
 // StreamOptions are the stream_options of a streaming request.

@@ -25,8 +25,9 @@
 //
 // OpenAI: POST /v1/chat/completions (n, max_tokens / max_completion_tokens,
 // temperature, top_p, stop, seed, logprobs, top_logprobs, stream with
-// stream_options.include_usage), GET /v1/models, GET /v1/models/{id}.
-// Operations: GET /health, GET /metrics (Prometheus).
+// stream_options.include_usage, and troupe's assistant_prefix below), GET
+// /v1/models, GET /v1/models/{id}. Operations: GET /health, GET /metrics
+// (Prometheus).
 //
 // # Engine
 //
@@ -86,6 +87,24 @@
 //     sample also carries the temperature it was drawn at
 //     (rl.Sample.Temperature), so that a Model may score it under the
 //     tempered distribution instead (rl/policies.LM.Tempered).
+//
+// # Forced prefixes
+//
+// A chat request may carry "assistant_prefix": a string the answer starts
+// with, forced rather than sampled (troupe's extension, not OpenAI's; vLLM's
+// continue_final_message and Anthropic's prefill play the same part). The
+// model continues after it, and the choice's content is that continuation
+// alone. The episode records one sample whose actions are the prefix's
+// tokens and nothing else, with no behaviour log-probabilities (the
+// trainer computes them: the importance ratio is 1); the continuation only
+// scores the prefix. A client can so roll out every branch of a decision
+// from the same prompt and report each branch's outcome as its episode's
+// reward, and the server's GRPO credits the decision alone: the "vine"
+// rollouts of Schulman et al. 2015 ("Trust Region Policy Optimization",
+// §5.2), which estimate each action's value at a state instead of relying
+// on the sampler to explore it. It needs n = 1, no streaming, a model that
+// implements TextEncoder, and fewer prefix tokens than max_tokens (which
+// counts them).
 //
 // # Security
 //

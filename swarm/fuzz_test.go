@@ -88,6 +88,8 @@ func FuzzChatCompletions(f *testing.F) {
 		`{"messages": [{"role": "user", "content": "x"}], "temperature": 0, "max_completion_tokens": 16, "stop": "\n"}`,
 		`{"messages": [{"role": "user", "content": "é"}], "stream": true, "n": 3, "max_tokens": 5, "stop": ["\u00e9", "ab"], "logprobs": true, "top_logprobs": 1, "temperature": 2}`,
 		`{"messages": [{"role": "user", "content": "x"}], "n": 16, "max_completion_tokens": 16, "stream": true, "stop": "\ufffd"}`,
+		`{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": "ab\u00e9", "max_tokens": 4, "temperature": 0, "logprobs": true, "stop": ["b"]}`,
+		`{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": "", "n": 2}`, `{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": 7}`,
 		`{"messages": [{"role": "user", "content": 5}]}`, `{"messages": "hi"}`, `{"messages": [{}]}`, `{"n": -1}`, `{"seed": -9223372036854775808, "messages": [{"role":"user","content":""}]}`,
 	}
 	for _, sd := range seeds {

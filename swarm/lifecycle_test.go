@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -426,5 +427,118 @@ func TestSamplesRecordTemperature(t *testing.T) {
 	slices.Sort(got)
 	if want := []float64{0, 0.5, 1}; !slices.Equal(got, want) {
 		t.Errorf("trained samples' temperatures %v, want %v", got, want)
+	}
+}
+
+// EncodeText forwards to the recorded model, when it encodes text.
+func (m *recordingModel) EncodeText(s string) ([]int, error) {
+	if e, ok := m.Model.(TextEncoder); ok {
+		return e.EncodeText(s)
+	}
+	return nil, errors.New("no text encoder")
+}
+
+// TestAssistantPrefix: a forced prefix is recorded as the sample's actions
+// alone (no behaviour log-probs, so the trainer computes them), the answer
+// is the continuation after it, and bad uses are 400s naming the field.
+func TestAssistantPrefix(t *testing.T) {
+	inner, _ := NewPresetModel("small")
+	m := &recordingModel{Model: inner}
+	ts := startServer(t, m, testTrainConfig(1, 2), nil)
+	ctx := ctxT(t)
+	zero := 0.0
+	req := ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 6, Temperature: &zero}
+	// Bad uses first: each is refused before anything is recorded.
+	bad, err := ts.cli.BeginEpisode(ctx, BeginOptions{Type: EpisodeEval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mod  func(*ChatRequest)
+		want string
+	}{
+		{func(r *ChatRequest) { r.AssistantPrefix, r.N = "ab", 2 }, "needs n = 1"},
+		{func(r *ChatRequest) { r.AssistantPrefix, r.MaxTokens = "abcdef", 6 }, "leaves no room"},
+	} {
+		r := req
+		tc.mod(&r)
+		_, err := bad.Chat().Create(ctx, r)
+		if httpStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "assistant_prefix") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want a 400 on assistant_prefix saying %q", r, err, tc.want)
+		}
+	}
+	if st, body := rawPost(t, ts.ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"assistant_prefix":"","max_tokens":4}`, map[string]string{"Authorization": "Bearer " + bad.APIKey}); st != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body), "must not be empty") {
+		t.Errorf("empty prefix: %d %v", st, body)
+	}
+	if st, body := rawPost(t, ts.ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"assistant_prefix":"a","stream":true,"max_tokens":4}`, map[string]string{"Authorization": "Bearer " + bad.APIKey}); st != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body), "cannot be streamed") {
+		t.Errorf("streamed prefix: %d %v", st, body)
+	}
+	plain := startServer(t, plainModel{inner}, testTrainConfig(1, 2), nil)
+	pe, err := plain.cli.BeginEpisode(ctx, BeginOptions{Type: EpisodeEval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req
+	r.AssistantPrefix = "ab"
+	if _, err := pe.Chat().Create(ctx, r); httpStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "TextEncoder") {
+		t.Errorf("a model without TextEncoder: %v, want a 400", err)
+	}
+
+	// The forced episode and a sampled one, in one group.
+	var forcedAnswer string
+	for i, prefix := range []string{"ab", ""} {
+		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := req
+		r.AssistantPrefix = prefix
+		resp, err := ep.Chat().Create(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prefix != "" {
+			forcedAnswer = resp.Choices[0].Message.Content
+			if resp.Usage == nil || resp.Usage.CompletionTokens > 6-2 {
+				t.Errorf("forced answer's usage %+v: the prefix counts in max_tokens", resp.Usage)
+			}
+		}
+		if err := ts.cli.EndEpisode(ctx, ep, "g", WorkflowResult{Reward: float64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "step 1", func() bool { _, _, g := ts.s.Status(); return g == 1 })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var forced []rl.Sample
+	n := 0
+	for _, b := range m.batches {
+		for _, s := range b {
+			n++
+			if s.Reward == 0 {
+				forced = append(forced, s)
+			}
+		}
+	}
+	if n != 2 || len(forced) != 1 {
+		t.Fatalf("trained %d samples, %d of them forced; want 2 and 1", n, len(forced))
+	}
+	if f := forced[0]; !slices.Equal(f.Actions, []int{'a', 'b'}) || f.LogProbs != nil {
+		t.Errorf("forced sample: actions %v log-probs %v, want [97 98] and none", f.Actions, f.LogProbs)
+	}
+	// The answer is the model's greedy continuation of prompt + prefix.
+	prompt, err := inner.ChatPrompt([]Message{{Role: "user", Content: "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(forced[0].Prompt, prompt) {
+		t.Errorf("forced sample's prompt %v, want the chat prompt %v", forced[0].Prompt, prompt)
+	}
+	g, err := inner.Generate(ctx, [][]int{append(slices.Clip(prompt), 'a', 'b')}, GenerateOptions{MaxTokens: 4, Rand: []*rand.Rand{rand.New(rand.NewPCG(1, 2))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := string([]rune(string(tokenText(inner, g[0].Tokens)))); forcedAnswer != want { // JSON writes one U+FFFD per invalid byte
+		t.Errorf("forced answer %q, want the greedy continuation %q", forcedAnswer, want)
 	}
 }

@@ -188,6 +188,9 @@ func (m *LMModel) TokenBytes(t int) []byte {
 	return m.tok.TokenBytes(t)
 }
 
+// EncodeText implements TextEncoder.
+func (m *LMModel) EncodeText(s string) ([]int, error) { return m.tok.Encode(s), nil }
+
 // Generate implements Model. Top log-probs are not available from nn.LM
 // (Generation.Top stays nil) and cancellation is checked between batches.
 func (m *LMModel) Generate(ctx context.Context, prompts [][]int, opts GenerateOptions) ([]Generation, error) {

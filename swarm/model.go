@@ -92,6 +92,14 @@ type Model interface {
 	Load(r io.Reader) error
 }
 
+// TextEncoder is an optional interface of a Model: it tokenises plain text
+// the way the model's generations are tokenised. A model that implements it
+// accepts the chat endpoint's assistant_prefix (see the package doc, "Forced
+// prefixes").
+type TextEncoder interface {
+	EncodeText(s string) ([]int, error)
+}
+
 // TokenEvent reports one sampled token of a streaming generation.
 type TokenEvent struct {
 	// Prompt is the index of the prompt (the choice) the token belongs to.

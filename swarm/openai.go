@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,8 @@ type chatRequestIn struct {
 	StreamOptions       *struct {
 		IncludeUsage *bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// AssistantPrefix is troupe's extension: the answer's forced start.
+	AssistantPrefix *string `json:"assistant_prefix"`
 }
 
 // ChatLogProb is one entry of an OpenAI logprobs.content list.
@@ -246,6 +249,7 @@ type chatParams struct {
 	stream      bool
 	usage       bool
 	model       string
+	prefix      *string // assistant_prefix
 }
 
 func (s *Server) parseChat(body []byte, maxResp int) (*chatParams, *apiError) {
@@ -325,6 +329,17 @@ func (s *Server) parseChat(body []byte, maxResp int) (*chatParams, *apiError) {
 		}
 		p.usage = *req.StreamOptions.IncludeUsage
 	}
+	if req.AssistantPrefix != nil {
+		switch {
+		case *req.AssistantPrefix == "":
+			return nil, badRequest("assistant_prefix", "must not be empty")
+		case p.n != 1:
+			return nil, badRequest("assistant_prefix", "needs n = 1, got %d", p.n)
+		case p.stream:
+			return nil, badRequest("assistant_prefix", "cannot be streamed")
+		}
+		p.prefix = req.AssistantPrefix
+	}
 	return p, nil
 }
 
@@ -390,6 +405,24 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			msg: fmt.Sprintf("prompt has %d tokens, more than the limit of %d", len(prompt), tc.MaxPromptTokens)})
 		return
 	}
+	// A forced prefix: its tokens are the recorded sample's actions, the
+	// generation continues after them (the budget counts them).
+	var forced []int
+	if p.prefix != nil {
+		enc, ok := s.model.(TextEncoder)
+		if !ok {
+			openaiError(w, badRequest("assistant_prefix", "model %q cannot encode text (it does not implement swarm.TextEncoder)", s.model.Name()))
+			return
+		}
+		if forced, err = enc.EncodeText(*p.prefix); err != nil || len(forced) == 0 {
+			openaiError(w, badRequest("assistant_prefix", "cannot be encoded: %v", err))
+			return
+		}
+		if len(forced) >= p.maxTokens {
+			openaiError(w, badRequest("assistant_prefix", "is %d tokens, which leaves no room in max_tokens %d", len(forced), p.maxTokens))
+			return
+		}
+	}
 	// Reserve the episode's token budget for the worst case of this request.
 	reserve := len(prompt) + p.n*p.maxTokens
 	s.mu.Lock()
@@ -412,13 +445,16 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	rngs := make([]*rand.Rand, p.n)
 	for i := range prompts {
 		prompts[i] = prompt
+		if forced != nil {
+			prompts[i] = append(slices.Clip(prompt), forced...)
+		}
 		if p.seed != nil {
 			rngs[i] = rand.New(rand.NewPCG(uint64(*p.seed), uint64(i)))
 		} else {
 			rngs[i] = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 		}
 	}
-	opts := GenerateOptions{MaxTokens: p.maxTokens, Temperature: p.temperature, TopP: p.topP, Rand: rngs}
+	opts := GenerateOptions{MaxTokens: p.maxTokens - len(forced), Temperature: p.temperature, TopP: p.topP, Rand: rngs}
 	if p.logprobs {
 		opts.TopLogProbs = p.topLogprobs
 	}
@@ -479,9 +515,16 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	open := s.episodes[ep.id] == ep
 	if open {
 		for _, g := range gens {
+			if forced != nil {
+				// The decision alone: the trainer computes its behaviour
+				// log-probabilities (ratio 1); the continuation only
+				// scored it.
+				ep.samples = append(ep.samples, rl.Sample{Prompt: prompt, Actions: forced, Version: version})
+				continue
+			}
 			ep.samples = append(ep.samples, rl.Sample{Prompt: prompt, Actions: g.Tokens, LogProbs: g.LogProbs, Version: version, Temperature: p.temperature})
 		}
-		ep.tokens += len(prompt) + completion
+		ep.tokens += len(prompt) + len(forced) + completion
 	}
 	s.mu.Unlock()
 	if !open {
@@ -496,7 +539,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 	s.m.tokens.WithLabelValues("prompt").Add(float64(len(prompt)))
 	s.m.tokens.WithLabelValues("completion").Add(float64(completion))
-	usage := &Usage{PromptTokens: len(prompt), CompletionTokens: completion, TotalTokens: len(prompt) + completion}
+	usage := &Usage{PromptTokens: len(prompt) + len(forced), CompletionTokens: completion, TotalTokens: len(prompt) + len(forced) + completion}
 	if cs != nil {
 		cs.finish(gens, usage)
 		return

@@ -485,6 +485,15 @@ func (m *TabularModel) TokenBytes(tok int) []byte {
 	return byteTokens[tok : tok+1]
 }
 
+// EncodeText implements TextEncoder: a token per byte, as the chat template.
+func (m *TabularModel) EncodeText(s string) ([]int, error) {
+	out := make([]int, len(s))
+	for i := 0; i < len(s); i++ {
+		out[i] = int(s[i])
+	}
+	return out, nil
+}
+
 var byteTokens = func() []byte {
 	b := make([]byte, 256)
 	for i := range b {
