@@ -78,6 +78,13 @@ type rolloutOptions struct {
 	// that of the model's greedy answer to the same prompt, and that
 	// model's GRPO does not centre the rewards (rl.GRPOConfig.NoCenter).
 	scstLarge, scstSmall bool
+	// vineLarge adds two branch rollouts of agent 2 to each task's GRPO
+	// group (vineRollout): its first answer token forced to "[]" and to
+	// the start of a list, each scored by its greedy continuation.
+	vineLarge bool
+	// vinePrefixes are the two forced first tokens as text ("[]" and the
+	// first token of a JSON list), set by run.
+	vinePrefixes [2]string
 }
 
 type options struct {
@@ -198,6 +205,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.positiveLarge, "positive-large", false, "train the larger model on its above-group-mean answers only: the others are left out of its GRPO loss instead of pushed down (RAFT-style reward-ranked fine-tuning, Dong et al. 2023; rl.GRPOConfig.PositiveOnly)")
 	fs.BoolVar(&o.scstLarge, "scst-large", false, "self-critical baseline for agent 2 (Rennie et al. 2017): each sampled detection's reward is its score minus that of the larger model's greedy detection of the same prompt (an extra evaluation episode), and the larger model's GRPO does not centre its groups (rl.GRPOConfig.NoCenter): it learns toward answers that beat its own test-time output. Replaces -counterfactual's \"[]\" baseline; with -servers, the larger model's server must train with NoCenter")
 	fs.BoolVar(&o.scstSmall, "scst-small", false, "self-critical baseline for agent 3, as -scst-large: the final translation's reward is its quality minus that of the small model's greedy final translation of the same prompt, not group-centred (needs agent 1's turns untrained, -no-train-rough, the default)")
+	fs.BoolVar(&o.vineLarge, "vine-large", false, "credit agent 2's first decision directly (\"vine\" rollouts, Schulman et al. 2015): each task's GRPO group of agent 2 gets two more episodes on the agent 1's greedy rough translation, agent 2's answer forced to start with \"[]\" and with a list's first token (the swarm server's assistant_prefix) and continued greedily; each is rewarded by its continuation's detection reward and trains the forced token alone. With -servers, the larger model's server needs num_repeat = -repeats + 2")
 	fs.BoolVar(&o.skipEqualLarge, "skip-equal-large", false, "drop the larger model's GRPO groups whose rewards are all equal (zero advantage) from its loss, so they do not dilute the informative ones (DAPO's dynamic sampling without the resampling, Yu et al. 2025)")
 	fs.BoolVar(&o.tempered, "tempered", false, "score each RL sample's tokens at the temperature it was sampled at (log softmax(logits/τ)), the policy that drew it, not at temperature 1: with agent 2 sampled at -rl-temp-large 0.5, its near-certain tokens then carry no advantage noise (rl/policies.LM.Tempered); greedy evaluation is unchanged by τ")
 	fs.BoolVar(&o.calibration, "calibration", false, "measure agent 2's first decision (answer [] or open a list) before and after RL: the greedy reward and the expected sampled reward at temperatures 1, 0.5, 0.25 and 0.1 against a bias added to log p(\"[]\") at the first answer token, on the warm start's inputs; a section of report.md and calibration.png (about a minute per detector at full size)")
@@ -302,6 +310,9 @@ func run(o options) (*report, error) {
 	if o.scstLarge && o.sharedReward {
 		return nil, errors.New("-scst-large baselines agent 2's own detection reward; with -shared-reward agent 2 is rewarded by the final translation")
 	}
+	if o.vineLarge && (o.sharedReward || o.scstLarge || o.jointSmall) {
+		return nil, errors.New("-vine-large rewards agent 2's branches by its own detection grader in its group-centred GRPO: not with -shared-reward, -scst-large or -joint-small")
+	}
 	if o.epochsLarge < 1 {
 		return nil, fmt.Errorf("-epochs-large wants at least 1 pass, got %d", o.epochsLarge)
 	}
@@ -364,6 +375,11 @@ func run(o options) (*report, error) {
 		return nil, err
 	}
 	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxDetTok: 80, hint: glossaryHinter{G: d.Glossary, Marks: o.hintMarks}, maxRough: 2 * o.maxZh, rolloutOptions: o.rolloutOptions}
+	if o.vineLarge {
+		if e.vinePrefixes, err = firstTokens(tok); err != nil {
+			return nil, err
+		}
+	}
 	cache := o.cacheDir
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
@@ -438,6 +454,9 @@ func run(o options) (*report, error) {
 			cfg.BatchSize, cfg.NumRepeat, cfg.MaxStaleness = o.batch, o.repeats, 1
 			if i == 1 {
 				cfg.BatchSize = o.batchLarge
+				if o.vineLarge {
+					cfg.NumRepeat += 2 // the two branch rollouts of each task
+				}
 			}
 			if i == 0 && !o.jointSmall && !o.noTrainFinal && !o.noTrainRough {
 				cfg.BatchSize = 2 * o.batch // a group for agent 1 and one for agent 3 per task

@@ -620,3 +620,31 @@ func TestGuardFinal(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickRunVine runs the RL phase with agent 2's branch rollouts
+// (-vine-large): the larger model's server waits for repeats + 2 episodes
+// per task and trains every round (the run would stall otherwise), and the
+// report names them; conflicting options are refused.
+func TestQuickRunVine(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	out := t.TempDir()
+	o := quickOptions(t, out, "-vine-large", "-batch-large", "3")
+	rep, err := run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rep.steps[len(rep.steps)-1]; last.GlobalLarge < int64(o.steps) {
+		t.Errorf("larger model trained %d steps in %d rounds", last.GlobalLarge, o.steps)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	if want := "two branch rollouts per task (-vine-large)"; !strings.Contains(string(b), want) {
+		t.Errorf("report lacks %q", want)
+	}
+	for _, bad := range [][]string{{"-vine-large", "-shared-reward"}, {"-vine-large", "-scst-large"}} {
+		if _, err := run(quickOptions(t, t.TempDir(), bad...)); err == nil || !strings.Contains(err.Error(), "-vine-large") {
+			t.Errorf("%v: error %v, want one naming -vine-large", bad, err)
+		}
+	}
+}

@@ -136,6 +136,9 @@ func (m *lmModel) TokenBytes(t int) []byte {
 	return m.tok.TokenBytes(t)
 }
 
+// EncodeText implements swarm.TextEncoder (forced prefixes, -vine-large).
+func (m *lmModel) EncodeText(s string) ([]int, error) { return m.tok.Encode(s), nil }
+
 func (m *lmModel) Generate(ctx context.Context, prompts [][]int, opts swarm.GenerateOptions) ([]swarm.Generation, error) {
 	out := make([]swarm.Generation, len(prompts))
 	for i, p := range prompts {

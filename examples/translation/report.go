@@ -102,7 +102,7 @@ func (r *report) write(dir string) error {
 		baselines = fmt.Sprintf(" (self-critical for %s: minus the greedy answer's score, not group-centred)", strings.Join(scst, " and "))
 	}
 	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g%s, KL β %g, %d tasks per step, %d pass(es) per batch, %s-level loss%s; rollout temperature %g (agent 2: %g)%s; agent 2 rewarded by %s; difference rewards %v%s; agent 1's turns trained %v.\n\n",
-		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, map[bool]string{true: ", samples scored at their sampling temperature (-tempered)"}[o.tempered], det, o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
+		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, map[bool]string{true: ", samples scored at their sampling temperature (-tempered)"}[o.tempered], det+map[bool]string{true: ", its first decision also credited by two branch rollouts per task (-vine-large)"}[o.vineLarge], o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
 	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"

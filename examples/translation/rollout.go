@@ -41,14 +41,21 @@ func toChat(msgs []tokenizer.Message) []swarm.ChatMessage {
 }
 
 func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxTok int, temp float64, seed int64) (string, error) {
-	resp, err := ep.Chat().Create(ctx, swarm.ChatRequest{Model: "m", Messages: toChat(msgs), MaxTokens: maxTok, Temperature: &temp, Seed: &seed})
+	return chatPrefixed(ctx, ep, msgs, maxTok, temp, seed, "")
+}
+
+// chatPrefixed is chat with the answer forced to start with prefix (the
+// swarm server's assistant_prefix; none when empty); it returns the whole
+// answer, prefix included.
+func chatPrefixed(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxTok int, temp float64, seed int64, prefix string) (string, error) {
+	resp, err := ep.Chat().Create(ctx, swarm.ChatRequest{Model: "m", Messages: toChat(msgs), MaxTokens: maxTok, Temperature: &temp, Seed: &seed, AssistantPrefix: prefix})
 	if err != nil {
 		return "", err
 	}
 	if len(resp.Choices) == 0 {
 		return "", fmt.Errorf("translation: empty chat response")
 	}
-	return resp.Choices[0].Message.Content, nil
+	return prefix + resp.Choices[0].Message.Content, nil
 }
 
 // rolloutWorkflow runs the three agents and rewards each model with its own
@@ -275,6 +282,21 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 			}
 			in = &g
 		}
+		if e.vineLarge {
+			wg.Add(1)
+			taskID := fmt.Sprintf("r%d-t%d", round, ti)
+			go func() {
+				defer wg.Done()
+				if err := e.vineRollout(ctx, clients, t, in, taskID); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						logf("branch rollouts failed (episodes aborted): %v", err)
+					}
+					mu.Unlock()
+				}
+			}()
+		}
 		for k := 0; k < repeats; k++ {
 			wg.Add(1)
 			seed := r.Int64()
@@ -333,6 +355,66 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 		return 0, 0, firstErr
 	}
 	return small / float64(ns), large / float64(n), nil
+}
+
+// vineRollout adds two episodes to agent 2's GRPO group of task t: its
+// answer to agent 1's greedy rough translation (in.Rough with shared
+// inputs) forced to start with e.vinePrefixes[0] ("[]") and with
+// e.vinePrefixes[1] (a list's first token), each continued greedily. Each
+// episode's reward is its answer's training reward (trainRewards: the
+// detection reward, minus that of "[]" with -counterfactual), and the
+// server trains the forced token alone, so the group's advantage credits
+// agent 2's first decision with the value of each branch — estimated by
+// rolling both out from the same prompt (the "vine" of Schulman et al.
+// 2015, §5.2), whatever the sampler explores. Greedy continuations value
+// each branch as the evaluation decodes it.
+func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, in *groupInputs, taskID string) error {
+	cl := []*swarm.Client{clients[0], clients[1], clients[1]}
+	opts := []swarm.BeginOptions{{Type: swarm.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent2"}}
+	_, err := swarm.RunWorkflow(ctx, cl, opts, taskID+"/vine", func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
+		rough := ""
+		if in != nil {
+			rough = in.Rough
+		} else {
+			var err error
+			if rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, 0, 0); err != nil {
+				return nil, err
+			}
+		}
+		w := workflowRun{Rough: rough, Given: clip(rough, e.maxRough)}
+		msgs := msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given)
+		res := make([]swarm.WorkflowResult, 3)
+		for b, prefix := range e.vinePrefixes {
+			ans, err := chatPrefixed(ctx, eps[1+b], msgs, e.maxDetTok, 0, 0, prefix)
+			if err != nil {
+				return nil, err
+			}
+			w.Detection = ans
+			w.Detect = grader.ProperNounDetectionGrader{}.Grade(ans, truthErrors(t, w.Given))
+			reward, _ := e.trainRewards(t, w)
+			res[1+b] = swarm.WorkflowResult{Reward: reward, Metadata: map[string]any{"branch": prefix, "detection": ans, "detection_score": w.Detect.Normalised}}
+		}
+		return res, nil
+	})
+	return err
+}
+
+// firstTokens returns the two first answer tokens of agent 2 as text: "[]"
+// (no error) and the first token of a JSON list, which must differ for
+// -vine-large to force the decision between them.
+func firstTokens(tok *tokenizer.Tokenizer) ([2]string, error) {
+	var out [2]string
+	for i, s := range []string{"[]", errorsJSON([]grader.TermError{{OriginalWord: "x", CorrectTranslation: "y"}})} {
+		ids := tok.Encode(s)
+		if len(ids) == 0 {
+			return out, fmt.Errorf("translation: %q encodes to no token", s)
+		}
+		out[i] = string(tok.TokenBytes(ids[0]))
+	}
+	if out[0] != "[]" || out[1] == "[" || out[1][0] != '[' {
+		return out, fmt.Errorf("-vine-large needs \"[]\" to be one token and a list to start with another (\"[{\"…), got %q and %q", out[0], out[1])
+	}
+	return out, nil
 }
 
 // greedyInputs runs agents 1 and 2 greedily on t in evaluation episodes
