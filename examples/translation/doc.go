@@ -7,8 +7,9 @@
 // beyond it. Each server trains its model with GRPO on its own grader's reward.
 // -pool pools the reports of several RL seeds. -calibration measures agent
 // 2's first decision ("[]" or a list) against a bias on "[]", greedy and
-// sampled, before and after RL (calibrate). See README.md and
-// notes/translation.md.
+// sampled, before and after RL (calibrate); -vine-large adds branch
+// rollouts of that decision to agent 2's GRPO groups (vineRollout). See
+// README.md and notes/translation.md.
 //
 //	go run ./examples/translation -quick
 //	go run ./examples/translation -steps 20 -out out/translation

@@ -85,6 +85,9 @@ type rolloutOptions struct {
 	// vinePrefixes are the two forced first tokens as text ("[]" and the
 	// first token of a JSON list), set by run.
 	vinePrefixes [2]string
+	// vineTemp is the temperature of the first decision whose expected
+	// reward the branch rollouts follow (0: every pair counts fully).
+	vineTemp float64
 }
 
 type options struct {
@@ -206,6 +209,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.scstLarge, "scst-large", false, "self-critical baseline for agent 2 (Rennie et al. 2017): each sampled detection's reward is its score minus that of the larger model's greedy detection of the same prompt (an extra evaluation episode), and the larger model's GRPO does not centre its groups (rl.GRPOConfig.NoCenter): it learns toward answers that beat its own test-time output. Replaces -counterfactual's \"[]\" baseline; with -servers, the larger model's server must train with NoCenter")
 	fs.BoolVar(&o.scstSmall, "scst-small", false, "self-critical baseline for agent 3, as -scst-large: the final translation's reward is its quality minus that of the small model's greedy final translation of the same prompt, not group-centred (needs agent 1's turns untrained, -no-train-rough, the default)")
 	fs.BoolVar(&o.vineLarge, "vine-large", false, "credit agent 2's first decision directly (\"vine\" rollouts, Schulman et al. 2015): each task's GRPO group of agent 2 gets two more episodes on the agent 1's greedy rough translation, agent 2's answer forced to start with \"[]\" and with a list's first token (the swarm server's assistant_prefix) and continued greedily; each is rewarded by its continuation's detection reward and trains the forced token alone. With -servers, the larger model's server needs num_repeat = -repeats + 2")
+	fs.Float64Var(&o.vineTemp, "vine-temp", 0.1, "with -vine-large, weight each task's branch pair by 4q(1-q), q the probability of \"[]\" among the two first tokens at this temperature, so that the pair follows the expected reward of that decision made at this temperature (close to greedy decoding's for small values); 0: every pair counts fully")
 	fs.BoolVar(&o.skipEqualLarge, "skip-equal-large", false, "drop the larger model's GRPO groups whose rewards are all equal (zero advantage) from its loss, so they do not dilute the informative ones (DAPO's dynamic sampling without the resampling, Yu et al. 2025)")
 	fs.BoolVar(&o.tempered, "tempered", false, "score each RL sample's tokens at the temperature it was sampled at (log softmax(logits/τ)), the policy that drew it, not at temperature 1: with agent 2 sampled at -rl-temp-large 0.5, its near-certain tokens then carry no advantage noise (rl/policies.LM.Tempered); greedy evaluation is unchanged by τ")
 	fs.BoolVar(&o.calibration, "calibration", false, "measure agent 2's first decision (answer [] or open a list) before and after RL: the greedy reward and the expected sampled reward at temperatures 1, 0.5, 0.25 and 0.1 against a bias added to log p(\"[]\") at the first answer token, on the warm start's inputs; a section of report.md and calibration.png (about a minute per detector at full size)")
@@ -312,6 +316,9 @@ func run(o options) (*report, error) {
 	}
 	if o.vineLarge && (o.sharedReward || o.scstLarge || o.jointSmall) {
 		return nil, errors.New("-vine-large rewards agent 2's branches by its own detection grader in its group-centred GRPO: not with -shared-reward, -scst-large or -joint-small")
+	}
+	if o.vineTemp < 0 {
+		return nil, fmt.Errorf("-vine-temp must be at least 0, got %g", o.vineTemp)
 	}
 	if o.epochsLarge < 1 {
 		return nil, fmt.Errorf("-epochs-large wants at least 1 pass, got %d", o.epochsLarge)

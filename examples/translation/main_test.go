@@ -642,9 +642,9 @@ func TestQuickRunVine(t *testing.T) {
 	if want := "two branch rollouts per task (-vine-large)"; !strings.Contains(string(b), want) {
 		t.Errorf("report lacks %q", want)
 	}
-	for _, bad := range [][]string{{"-vine-large", "-shared-reward"}, {"-vine-large", "-scst-large"}} {
-		if _, err := run(quickOptions(t, t.TempDir(), bad...)); err == nil || !strings.Contains(err.Error(), "-vine-large") {
-			t.Errorf("%v: error %v, want one naming -vine-large", bad, err)
+	for _, bad := range [][]string{{"-vine-large", "-shared-reward"}, {"-vine-large", "-scst-large"}, {"-vine-large", "-vine-temp", "-1"}} {
+		if _, err := run(quickOptions(t, t.TempDir(), bad...)); err == nil || !strings.Contains(err.Error(), "-vine-") {
+			t.Errorf("%v: error %v, want one naming -vine-large or -vine-temp", bad, err)
 		}
 	}
 }

@@ -157,16 +157,26 @@ func (m *lmModel) Generate(ctx context.Context, prompts [][]int, opts swarm.Gene
 		}
 		m.genMu.Lock()
 		g, err := m.lm.Generate([][]int{p}, nn.GenerateOptions{Temperature: opts.Temperature, TopP: opts.TopP,
-			MaxTokens: maxTok, StopTokens: []int{m.end}, Seed: seed})
+			MaxTokens: maxTok, StopTokens: []int{m.end}, Seed: seed, TopLogProbs: opts.TopLogProbs})
 		m.genMu.Unlock()
 		if err != nil {
 			return nil, err
 		}
 		gen := swarm.Generation{Tokens: g[0].Tokens, LogProbs: g[0].LogProbs, FinishReason: g[0].FinishReason}
+		for _, pos := range g[0].TopLogProbs {
+			top := make([]swarm.TokenLogProb, len(pos))
+			for k, c := range pos {
+				top[k] = swarm.TokenLogProb{Token: c.Token, LogProb: c.LogProb}
+			}
+			gen.Top = append(gen.Top, top)
+		}
 		if opts.Stop != nil {
 			for k := 1; k <= len(gen.Tokens); k++ {
 				if opts.Stop(i, gen.Tokens[:k]) {
 					gen.Tokens, gen.LogProbs, gen.FinishReason = gen.Tokens[:k], gen.LogProbs[:k], "stop"
+					if gen.Top != nil {
+						gen.Top = gen.Top[:k]
+					}
 					break
 				}
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -264,7 +265,7 @@ func (e *env) beginOptions(taskID string, detOnly bool) []swarm.BeginOptions {
 func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task, nSmall, repeats int, r *rand.Rand, round int) (small, large float64, err error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	var firstErr error
+	var firstErr, vineErr error
 	// Each rollout's two means' terms, kept by index and summed in that
 	// order after the round: in completion order the float sums (and the
 	// step log) changed in the last digit from run to run.
@@ -282,16 +283,20 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 			}
 			in = &g
 		}
+		var vg *vineGroup
 		if e.vineLarge {
+			vg = &vineGroup{}
+			vg.wg.Add(repeats)
 			wg.Add(1)
 			taskID := fmt.Sprintf("r%d-t%d", round, ti)
 			go func() {
 				defer wg.Done()
-				if err := e.vineRollout(ctx, clients, t, in, taskID); err != nil {
+				if err := e.vineRollout(ctx, clients, t, in, taskID, vg); err != nil {
+					// The task's group can no longer complete: the
+					// round fails (the server would wait for it).
 					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-						logf("branch rollouts failed (episodes aborted): %v", err)
+					if vineErr == nil {
+						vineErr = fmt.Errorf("branch rollouts of task %d: %w", ti, err)
 					}
 					mu.Unlock()
 				}
@@ -304,6 +309,11 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 			slot := &res[ti*repeats+k]
 			go func() {
 				defer wg.Done()
+				var agent2 float64 // agent 2's training reward, for the branch rollouts
+				ok := false
+				if vg != nil {
+					defer func() { vg.done(agent2, ok) }()
+				}
 				// A detector-only task runs agent 3 only when its final
 				// translation is agent 2's reward (-shared-reward).
 				detOnly := ti >= nSmall
@@ -327,6 +337,7 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 				// -counterfactual; with -shared-reward the larger model's
 				// reward is the final translation's quality.
 				slot.ok = true
+				agent2, ok = out[1].Reward, true
 				if !detOnly {
 					slot.small = out[e.finalIdx()].Metadata["quality"].(float64)
 				}
@@ -339,6 +350,9 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 		}
 	}
 	wg.Wait()
+	if vineErr != nil {
+		return 0, 0, vineErr
+	}
 	n, ns := 0, 0
 	for i, x := range res {
 		if !x.ok {
@@ -357,20 +371,63 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 	return small / float64(ns), large / float64(n), nil
 }
 
+// vineGroup collects the training rewards agent 2's sampled episodes of
+// one task end with, for that task's branch rollouts.
+type vineGroup struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	sum float64
+	n   int
+}
+
+func (g *vineGroup) done(reward float64, ok bool) {
+	if ok {
+		g.mu.Lock()
+		g.sum += reward
+		g.n++
+		g.mu.Unlock()
+	}
+	g.wg.Done()
+}
+
+// mean waits for the task's sampled episodes and returns the mean of their
+// rewards (0 when none finished).
+func (g *vineGroup) mean() float64 {
+	g.wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n == 0 {
+		return 0
+	}
+	return g.sum / float64(g.n)
+}
+
 // vineRollout adds two episodes to agent 2's GRPO group of task t: its
 // answer to agent 1's greedy rough translation (in.Rough with shared
 // inputs) forced to start with e.vinePrefixes[0] ("[]") and with
-// e.vinePrefixes[1] (a list's first token), each continued greedily. Each
-// episode's reward is its answer's training reward (trainRewards: the
-// detection reward, minus that of "[]" with -counterfactual), and the
-// server trains the forced token alone, so the group's advantage credits
-// agent 2's first decision with the value of each branch — estimated by
-// rolling both out from the same prompt (the "vine" of Schulman et al.
-// 2015, §5.2), whatever the sampler explores. Greedy continuations value
-// each branch as the evaluation decodes it.
-func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, in *groupInputs, taskID string) error {
-	cl := []*swarm.Client{clients[0], clients[1], clients[1]}
-	opts := []swarm.BeginOptions{{Type: swarm.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent2"}}
+// e.vinePrefixes[1] (a list's first token), each continued greedily, and
+// each training the forced token alone (the swarm server's
+// assistant_prefix). Rolling out both branches from the same prompt values
+// agent 2's first decision whatever the sampler explores: the "vine" of
+// Schulman et al. 2015 (TRPO, §5.2). Greedy continuations value each branch
+// as the evaluation decodes it.
+//
+// The two episodes' rewards are m ± w·(Q₀ − Q₁)/2, where Q₀ and Q₁ are the
+// branches' training rewards (trainRewards), m is the mean reward of the
+// group's sampled episodes (so the pair moves the group's mean by nothing,
+// and its advantages are ±w·(Q₀ − Q₁)/2 over the group's spread), and
+// w = 4q(1−q) with q = σ((log p₀ − log p₁)/τ), p₀ and p₁ the model's
+// probabilities of the two first tokens (an evaluation episode's
+// top_logprobs) and τ = -vine-temp. The pair then follows the gradient of
+// the expected reward of the first decision made at temperature τ, the
+// two branches' values known exactly: only prompts near the decision's
+// boundary count, as for greedy decoding's reward, where an unweighted
+// pair (τ = 0) pushes every prompt toward its better branch and, on a
+// detector that hardly tells its inputs apart, toward answering "[]"
+// everywhere (notes/translation.md R22).
+func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, in *groupInputs, taskID string, vg *vineGroup) error {
+	cl := []*swarm.Client{clients[0], clients[1], clients[1], clients[1]}
+	opts := []swarm.BeginOptions{{Type: swarm.EpisodeEval}, {Type: swarm.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent2"}}
 	_, err := swarm.RunWorkflow(ctx, cl, opts, taskID+"/vine", func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
 		rough := ""
 		if in != nil {
@@ -383,20 +440,65 @@ func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, 
 		}
 		w := workflowRun{Rough: rough, Given: clip(rough, e.maxRough)}
 		msgs := msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given)
-		res := make([]swarm.WorkflowResult, 3)
+		weight := 1.0
+		if e.vineTemp > 0 {
+			lp, err := firstLogProbs(ctx, eps[1], msgs, e.vinePrefixes)
+			if err != nil {
+				return nil, err
+			}
+			q := 1 / (1 + math.Exp(-(lp[0]-lp[1])/e.vineTemp))
+			weight = 4 * q * (1 - q)
+		}
+		var value [2]float64
+		res := make([]swarm.WorkflowResult, 4)
 		for b, prefix := range e.vinePrefixes {
-			ans, err := chatPrefixed(ctx, eps[1+b], msgs, e.maxDetTok, 0, 0, prefix)
+			ans, err := chatPrefixed(ctx, eps[2+b], msgs, e.maxDetTok, 0, 0, prefix)
 			if err != nil {
 				return nil, err
 			}
 			w.Detection = ans
 			w.Detect = grader.ProperNounDetectionGrader{}.Grade(ans, truthErrors(t, w.Given))
-			reward, _ := e.trainRewards(t, w)
-			res[1+b] = swarm.WorkflowResult{Reward: reward, Metadata: map[string]any{"branch": prefix, "detection": ans, "detection_score": w.Detect.Normalised}}
+			value[b], _ = e.trainRewards(t, w)
+			res[2+b].Metadata = map[string]any{"branch": prefix, "detection": ans, "detection_score": w.Detect.Normalised, "branch_weight": weight}
 		}
+		m := vg.mean()
+		half := weight * (value[0] - value[1]) / 2
+		res[2].Reward, res[3].Reward = m+half, m-half
 		return res, nil
 	})
 	return err
+}
+
+// firstLogProbs returns the log-probabilities of agent 2's two possible
+// first tokens (as text) from an evaluation episode's top_logprobs; a token
+// outside the top 20 gets the 20th's. When the model would end its answer
+// at once it returns −∞ and +∞ (weight 0 in vineRollout).
+func firstLogProbs(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, first [2]string) ([2]float64, error) {
+	var out [2]float64
+	zero, seed := 0.0, int64(0)
+	resp, err := ep.Chat().Create(ctx, swarm.ChatRequest{Model: "m", Messages: toChat(msgs), MaxTokens: 1, Temperature: &zero, Seed: &seed, Logprobs: true, TopLogprobs: 20})
+	if err != nil {
+		return out, err
+	}
+	if len(resp.Choices) == 0 || resp.Choices[0].LogProbs == nil {
+		return out, fmt.Errorf("translation: no log-probabilities in the first-token probe")
+	}
+	if len(resp.Choices[0].LogProbs.Content) == 0 || len(resp.Choices[0].LogProbs.Content[0].TopLogProbs) == 0 {
+		// The answer ended at once (the end token is not listed): neither
+		// branch is the model's choice, and the pair gets no weight.
+		return [2]float64{math.Inf(-1), math.Inf(1)}, nil
+	}
+	top := resp.Choices[0].LogProbs.Content[0].TopLogProbs
+	for i, f := range first {
+		out[i] = float64(top[len(top)-1].LogProb)
+		for _, c := range top {
+			if c.Token == f {
+				out[i] = float64(c.LogProb)
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // firstTokens returns the two first answer tokens of agent 2 as text: "[]"
