@@ -15,6 +15,14 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
+// The -calibration grid: biases, temperatures and samples per prompt and
+// temperature.
+var (
+	calBiases  = []float64{-1, -0.8, -0.6, -0.4, -0.2, 0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.2}
+	calTemps   = []float64{1, 0.5, 0.25, 0.1}
+	calSamples = 8
+)
+
 // calibration measures agent 2's first decision: answer "[]" (no
 // terminology error) or open a list. Its first answer token is either the
 // tokenizer's "[]" token or another ("[{", …); the rest of the answer
@@ -42,22 +50,14 @@ import (
 // greedy curve's: where the two peak at different biases, RL at τ moves
 // the first decision away from what greedy decoding needs
 // (notes/translation.md R22).
-// The -calibration grid: biases, temperatures and samples per prompt and
-// temperature.
-var (
-	calBiases  = []float64{-1, -0.8, -0.6, -0.4, -0.2, 0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.2}
-	calTemps   = []float64{1, 0.5, 0.25, 0.1}
-	calSamples = 8
-)
-
 type calibration struct {
 	Temps []float64
 	Rows  []calRow
 	// Fallback[k] counts the prompts whose samples at Temps[k] never took
 	// one of the two branches.
 	Fallback []int
-	// EmptyID is the "[]" token; N the number of prompts.
-	EmptyID, N int
+	// N is the number of prompts.
+	N int
 }
 
 type calRow struct {
@@ -84,16 +84,13 @@ func (e *env) calibrate(large *nn.LM, tasks []task, seen []string, biases, temps
 	empty, end := ids[0], e.tok.MustSpecialID(tokenizer.End)
 	n := len(tasks)
 	tr := nn.NewLMTrainer(large, nn.NewSGD(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32})
-	cal := &calibration{Temps: temps, Fallback: make([]int, len(temps)), EmptyID: empty, N: n}
+	cal := &calibration{Temps: temps, Fallback: make([]int, len(temps)), N: n}
 	prompts := make([][]int, n)
 	truth := make([][]grader.TermError, n)
 	for i, t := range tasks {
-		p, err := e.tok.ApplyChat(msgsDetect(t.En, e.hint.hint(t.En, seen[i]), seen[i]), true)
+		p, err := evalPrompt(large, e.tok, msgsDetect(t.En, e.hint.hint(t.En, seen[i]), seen[i]))
 		if err != nil {
 			return nil, err
-		}
-		if len(p) >= large.Config.MaxLen-1 {
-			p = p[len(p)-(large.Config.MaxLen-2):] // as generate keeps the end
 		}
 		prompts[i] = p
 		truth[i] = truthErrors(t, seen[i])

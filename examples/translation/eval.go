@@ -72,17 +72,28 @@ type metrics struct {
 }
 
 // generate runs greedy generation for a batch of chat prompts.
+// evalPrompt is the token prompt of msgs that the evaluation decodes from:
+// the chat template with the assistant turn open, cut to its end when it
+// leaves the model fewer than two positions.
+func evalPrompt(lm *nn.LM, tok *tokenizer.Tokenizer, msgs []tokenizer.Message) ([]int, error) {
+	p, err := tok.ApplyChat(msgs, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(p) >= lm.Config.MaxLen-1 {
+		p = p[len(p)-(lm.Config.MaxLen-2):] // keep the end (the open assistant turn)
+	}
+	return p, nil
+}
+
 func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 	end := tok.MustSpecialID(tokenizer.End)
 	out := make([]string, len(msgs))
 	all := make([][]int, len(msgs))
 	for i := range msgs {
-		p, err := tok.ApplyChat(msgs[i], true)
+		p, err := evalPrompt(lm, tok, msgs[i])
 		if err != nil {
 			return nil, err
-		}
-		if len(p) >= lm.Config.MaxLen-1 {
-			p = p[len(p)-(lm.Config.MaxLen-2):] // keep the end (the open assistant turn)
 		}
 		all[i] = p
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -206,17 +207,18 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 			keep = append(keep, s)
 		}
 	}
+	out := map[string]float64{"samples": 0}
+	if m.tempered {
+		out["stale_tempered"] = float64(stale)
+	}
 	if len(keep) == 0 {
-		return map[string]float64{"samples": 0, "stale_tempered": float64(stale)}, nil
+		return out, nil
 	}
 	st, err := m.grpo.Update(m.pol, keep)
 	if err != nil {
 		return nil, err
 	}
-	out := st.Map()
-	if m.tempered {
-		out["stale_tempered"] = float64(stale)
-	}
+	maps.Copy(out, st.Map())
 	if m.anchorTr != nil {
 		b, err := drawBatch(m.anchor, m.anchorN, m.lm.Config.MaxLen)
 		if err != nil {

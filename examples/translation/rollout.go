@@ -283,12 +283,12 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 			}
 			in = &g
 		}
+		taskID := fmt.Sprintf("r%d-t%d", round, ti)
 		var vg *vineGroup
 		if e.vineLarge {
 			vg = &vineGroup{}
 			vg.wg.Add(repeats)
 			wg.Add(1)
-			taskID := fmt.Sprintf("r%d-t%d", round, ti)
 			go func() {
 				defer wg.Done()
 				if err := e.vineRollout(ctx, clients, t, in, taskID, vg); err != nil {
@@ -305,7 +305,6 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 		for k := 0; k < repeats; k++ {
 			wg.Add(1)
 			seed := r.Int64()
-			taskID := fmt.Sprintf("r%d-t%d", round, ti)
 			slot := &res[ti*repeats+k]
 			go func() {
 				defer wg.Done()
