@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 
@@ -245,4 +246,14 @@ func applyCorrections(rough string, errs []grader.TermError) string {
 		}
 	}
 	return rough
+}
+
+// heldOut reports whether the train sentence en is in the RL hold-out of
+// fraction f (-rl-holdout): FNV-1a 64 of a salted copy of the string, so
+// that the choice is stable and independent of corpus.SplitOf's.
+func heldOut(en string, f float64) bool {
+	h := fnv.New64a()
+	h.Write([]byte("rl-holdout\x00"))
+	h.Write([]byte(en))
+	return float64(h.Sum64()%10000) < f*10000
 }

@@ -8,8 +8,11 @@
 // -pool pools the reports of several RL seeds. -calibration measures agent
 // 2's first decision ("[]" or a list) against a bias on "[]", greedy and
 // sampled, before and after RL (calibrate); -vine-large adds branch
-// rollouts of that decision to agent 2's GRPO groups (vineRollout). See
-// README.md and notes/translation.md.
+// rollouts of that decision to agent 2's GRPO groups (vineRollout, weighted
+// by pairWeight), and -vine-mask leaves the decision to them alone
+// (firstAsContext). -rl-holdout draws RL's tasks from train sentences held
+// out of agent 2's warm start (heldOut). See README.md and
+// notes/translation.md.
 //
 //	go run ./examples/translation -quick
 //	go run ./examples/translation -steps 20 -out out/translation

@@ -88,6 +88,19 @@ type rolloutOptions struct {
 	// vineTemp is the temperature of the first decision whose expected
 	// reward the branch rollouts follow (0: every pair counts fully).
 	vineTemp float64
+	// vineScale multiplies each branch pair's reward difference.
+	vineScale float64
+	// vineMask leaves agent 2's first answer token out of its sampled
+	// episodes' loss, so that only the branch pairs train that decision.
+	vineMask bool
+	// vineHard keeps the branch pairs of error-prone tasks (-hard-frac);
+	// without it only the tasks drawn as the evaluation's credit the
+	// first decision, and the others' pairs get no weight.
+	vineHard bool
+	// vineLogistic weights each pair by 2(1 − q_b), q_b the probability
+	// of its better branch at -vine-temp: the gradient of a logistic loss
+	// on "which branch is better", weighted by |Q₀ − Q₁|.
+	vineLogistic bool
 }
 
 type options struct {
@@ -105,13 +118,16 @@ type options struct {
 	evalN, maxEn, maxZh             int
 	seed, rlSeed                    uint64
 	rolloutOptions
-	sweep                bool
-	pool                 string // comma-separated run directories to pool (-pool)
-	cacheDir             string // warm-start cache; default <out>/cache
-	finalFrac, pseudo    float64
-	finalRewrite         float64
-	copySteps            int
-	roughTasks           int
+	sweep             bool
+	pool              string // comma-separated run directories to pool (-pool)
+	cacheDir          string // warm-start cache; default <out>/cache
+	finalFrac, pseudo float64
+	finalRewrite      float64
+	copySteps         int
+	roughTasks        int
+	// rlHoldout is the fraction of train sentences held out of agent 2's
+	// warm start and used as the RL phase's tasks (heldOut).
+	rlHoldout            float64
 	smallCopy, largeCopy int
 	profile              string
 	hardFrac             float64
@@ -183,6 +199,7 @@ func parseOptions(args []string) (options, error) {
 	fs.Float64Var(&o.finalRewrite, "final-rewrite", 0, "probability that agent 3's warm-start target for a true terminology error is the reference (a post-edit) instead of the rough translation with the term written in")
 	fs.IntVar(&o.copySteps, "copy-steps", 1500, "first warm-start steps of the small model spent on agent 3's copy task alone (part of -warm-steps)")
 	fs.Float64Var(&o.pseudo, "pseudo", 0.5, "fraction of agent 3's second-phase warm-start examples made on pseudo-rough texts (copy training) instead of agent 1's real outputs")
+	fs.Float64Var(&o.rlHoldout, "rl-holdout", 0, "fraction of the train sentences (by a stable hash of the English, independent of the split's) held out of agent 2's warm start and drawn as the RL phase's tasks, so that the detector's RL prompts are not ones it was supervised on (0: RL draws from all train sentences); agents 1 and 3's warm start is unchanged")
 	fs.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
 	fs.Float64Var(&o.hardFrac, "hard-frac", 0.5, "fraction of each GRPO batch drawn from error-prone train sentences (the warm-start rough translation misses a glossary term)")
 	fs.BoolVar(&o.rawCorrections, "raw-corrections", false, "pass agent 2's answer to agent 3 as written, without the client's validation (invalid JSON becomes [], items that ask for nothing are dropped)")
@@ -209,6 +226,10 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.scstLarge, "scst-large", false, "self-critical baseline for agent 2 (Rennie et al. 2017): each sampled detection's reward is its score minus that of the larger model's greedy detection of the same prompt (an extra evaluation episode), and the larger model's GRPO does not centre its groups (rl.GRPOConfig.NoCenter): it learns toward answers that beat its own test-time output. Replaces -counterfactual's \"[]\" baseline; with -servers, the larger model's server must train with NoCenter")
 	fs.BoolVar(&o.scstSmall, "scst-small", false, "self-critical baseline for agent 3, as -scst-large: the final translation's reward is its quality minus that of the small model's greedy final translation of the same prompt, not group-centred (needs agent 1's turns untrained, -no-train-rough, the default)")
 	fs.BoolVar(&o.vineLarge, "vine-large", false, "credit agent 2's first decision directly (\"vine\" rollouts, Schulman et al. 2015): each task's GRPO group of agent 2 gets two more episodes on agent 1's greedy rough translation, agent 2's answer forced to start with \"[]\" and with a list's first token (the swarm server's assistant_prefix) and continued greedily; each is rewarded by its continuation's detection reward and trains the forced token alone. With -servers, the larger model's server needs num_repeat = -repeats + 2")
+	fs.Float64Var(&o.vineScale, "vine-scale", 1, "with -vine-large, multiply each branch pair's reward difference by this (the pair's rewards m ± scale·w·(Q0-Q1)/2)")
+	fs.BoolVar(&o.vineMask, "vine-mask", false, "with -vine-large, leave agent 2's first answer token out of the loss of its sampled episodes: the token becomes part of the sample's prompt, so that only the branch pairs train the first decision (the sampled episodes, drawn at -rl-temp-large, follow that temperature's objective, which for this decision points away from greedy decoding's: notes/translation.md R22/R23)")
+	fs.BoolVar(&o.vineHard, "vine-hard", true, "with -vine-large, let the branch pairs of error-prone tasks (-hard-frac) count too; false: only the tasks drawn at random from the train split (as the evaluation's are) credit the first decision, whose best answer depends on how often inputs have an error, and the error-prone tasks' pairs get no weight")
+	fs.BoolVar(&o.vineLogistic, "vine-logistic", false, "with -vine-large, weight each branch pair by 2(1-q), q the probability of its better branch among the two first tokens at -vine-temp: the gradient of a logistic loss on which branch is better, weighted by how much better, whose optimum answers \"[]\" where the expected difference favours it (instead of 4q(1-q), the expected reward's)")
 	fs.Float64Var(&o.vineTemp, "vine-temp", 0.1, "with -vine-large, weight each task's branch pair by 4q(1-q), q the probability of \"[]\" among the two first tokens at this temperature, so that the pair follows the expected reward of that decision made at this temperature (close to greedy decoding's for small values); 0: every pair counts fully")
 	fs.BoolVar(&o.skipEqualLarge, "skip-equal-large", false, "drop the larger model's GRPO groups whose rewards are all equal (zero advantage) from its loss, so they do not dilute the informative ones (DAPO's dynamic sampling without the resampling, Yu et al. 2025)")
 	fs.BoolVar(&o.tempered, "tempered", false, "score each RL sample's tokens at the temperature it was sampled at (log softmax(logits/τ)), the policy that drew it, not at temperature 1: with agent 2 sampled at -rl-temp-large 0.5, its near-certain tokens then carry no advantage noise (rl/policies.LM.Tempered); greedy evaluation is unchanged by τ")
@@ -317,6 +338,18 @@ func run(o options) (*report, error) {
 	if o.vineLarge && (o.sharedReward || o.scstLarge || o.jointSmall) {
 		return nil, errors.New("-vine-large rewards agent 2's branches by its own detection grader in its group-centred GRPO: not with -shared-reward, -scst-large or -joint-small")
 	}
+	if (o.vineMask || o.vineScale != 1 || !o.vineHard || o.vineLogistic) && !o.vineLarge {
+		return nil, errors.New("-vine-mask, -vine-scale, -vine-hard and -vine-logistic need -vine-large")
+	}
+	if o.vineLogistic && o.vineTemp == 0 {
+		return nil, errors.New("-vine-logistic needs -vine-temp > 0")
+	}
+	if o.rlHoldout < 0 || o.rlHoldout >= 1 {
+		return nil, fmt.Errorf("-rl-holdout is a fraction in [0, 1), got %g", o.rlHoldout)
+	}
+	if o.vineScale <= 0 {
+		return nil, fmt.Errorf("-vine-scale must be positive, got %g", o.vineScale)
+	}
 	if o.vineTemp < 0 {
 		return nil, fmt.Errorf("-vine-temp must be at least 0, got %g", o.vineTemp)
 	}
@@ -399,11 +432,34 @@ func run(o options) (*report, error) {
 		return nil, err
 	}
 	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
-	large, lossL, err := warmStartLarge(wc, roughs, tok, e.hint, logf)
+	// -rl-holdout: agent 2 learns from the other sentences' rough
+	// translations, and RL draws its tasks from the held-out ones.
+	largeRx, rlTrain := roughs, train
+	if o.rlHoldout > 0 {
+		largeRx, rlTrain = nil, nil
+		for _, x := range roughs {
+			if !heldOut(x.T.En, o.rlHoldout) {
+				largeRx = append(largeRx, x)
+			}
+		}
+		for _, t := range train {
+			if heldOut(t.En, o.rlHoldout) {
+				rlTrain = append(rlTrain, t)
+			}
+		}
+		if len(rlTrain) == 0 || len(largeRx) == 0 {
+			return nil, fmt.Errorf("-rl-holdout %g leaves %d RL tasks and %d warm-start rough translations for agent 2", o.rlHoldout, len(rlTrain), len(largeRx))
+		}
+		logf("RL hold-out: %d train sentences held out of agent 2's warm start (%d rough translations left) for the RL phase", len(rlTrain), len(largeRx))
+	}
+	large, lossL, err := warmStartLarge(wc, largeRx, tok, e.hint, logf)
 	if err != nil {
 		return nil, err
 	}
 	rep := &report{opts: o, lossSmall: lossS, lossLarge: lossL, nTrain: len(train), nTest: len(test)}
+	if o.rlHoldout > 0 {
+		rep.nHeldOut = len(rlTrain)
+	}
 	local := o.servers == ""
 	if local {
 		logf("evaluating warm start on %d %s sentences", len(test), o.evalSplit)
@@ -451,7 +507,8 @@ func run(o options) (*report, error) {
 			decay = o.steps * o.epochsLarge
 		}
 		ml := newLMModel("large", large, tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, gl, decay).
-			withAnchor(largeExamples(roughs, tok, e.hint, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge).withTempered(o.tempered)
+			withAnchor(largeExamples(largeRx, tok, e.hint, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge).withTempered(o.tempered)
+		ml.maskFirst = o.vineMask
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {
 			return nil, fmt.Errorf("-ports wants two ports, got %q", o.ports)
@@ -507,6 +564,9 @@ func run(o options) (*report, error) {
 	// "[]" does; on clean sentences "[]" scores full marks.
 	var hard []task
 	for _, rx := range roughs {
+		if o.rlHoldout > 0 && !heldOut(rx.T.En, o.rlHoldout) {
+			continue
+		}
 		if len(truthErrors(rx.T, rx.Rough)) > 0 {
 			hard = append(hard, rx.T)
 		}
@@ -525,17 +585,20 @@ func run(o options) (*report, error) {
 		// (it did, with half the tasks merely having glossary terms:
 		// notes/translation.md).
 		batch := make([]task, o.batchLarge)
+		credit := make([]bool, len(batch)) // whose branch pairs count (-vine-hard)
 		for i := range batch {
 			// Error-prone slots spread evenly: with 0.5, the odd ones.
 			isHard := math.Floor(float64(i+1)*o.hardFrac) > math.Floor(float64(i)*o.hardFrac)
 			if isHard && len(hard) > 0 {
 				batch[i] = hard[r.IntN(len(hard))]
+				credit[i] = o.vineHard
 			} else {
-				batch[i] = train[r.IntN(len(train))]
+				batch[i] = rlTrain[r.IntN(len(rlTrain))]
+				credit[i] = true
 			}
 		}
 		st := time.Now()
-		rs, rl, err := e.rlRound(ctx, clients, batch, o.batch, o.repeats, r, step)
+		rs, rl, err := e.rlRound(ctx, clients, batch, credit, o.batch, o.repeats, r, step)
 		if err != nil {
 			return nil, fmt.Errorf("RL step %d: %w", step, err)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/google/go-cmp/cmp"
 	"math"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/troupe-ml/troupe/examples/translation/corpus"
 	"github.com/troupe-ml/troupe/examples/translation/grader"
+	"github.com/troupe-ml/troupe/rl"
 )
 
 // quickOptions are the command line's options with -quick, as
@@ -160,7 +162,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 	o := quickOptions(t, out, "-counterfactual=false", "-group-inputs",
 		"-anchor-self", "2", "-ptx-large", "2", "-rl-temp", "0.8", "-select-every", "1", "-select-n", "8", "-rl-seed", "7", "-no-train-rough=false",
 		"-rl-temp-large", "-1", "-rl-opt", "adamw", "-rl-opt-large", "sgd", "-rl-lr-large", "0.05", "-hint-marks", "-raw-corrections",
-		"-batch-large", "3", "-epochs-large", "2", "-agg-large", "token", "-cosine-large", "-positive-large", "-tempered")
+		"-batch-large", "3", "-epochs-large", "2", "-agg-large", "token", "-cosine-large", "-positive-large", "-tempered", "-rl-holdout", "0.3")
 	rep, err := run(o)
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +177,7 @@ func TestQuickRunRLVariants(t *testing.T) {
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
 	for _, want := range []string{"Checkpoint selection", "-group-inputs=true", "small model adamw lr 0.0001", "larger model sgd lr 0.05 (cosine to 0)", "rollout temperature 0.8 (agent 2: 0.8), samples scored at their sampling temperature (-tempered)", "-hint-marks=true", "as written (-raw-corrections)",
-		"3 tasks per step, 2 pass(es) per batch, token-level loss"} {
+		"3 tasks per step, 2 pass(es) per batch, token-level loss", "held out of agent 2's warm start (-rl-holdout 0.3)"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -225,6 +227,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{[]string{"-scst-small", "-no-train-rough=false"}, "-scst-small"},
 		{[]string{"-scst-small", "-joint-small"}, "-scst-small"},
 		{[]string{"-scst-large", "-shared-reward"}, "-shared-reward"},
+		{[]string{"-rl-holdout", "1"}, "-rl-holdout"},
+		{[]string{"-rl-holdout", "-0.1"}, "-rl-holdout"},
 	} {
 		o, err := parseOptions(append([]string{"-quick", "-out", t.TempDir()}, tc.args...))
 		if err != nil {
@@ -629,22 +633,117 @@ func TestQuickRunVine(t *testing.T) {
 	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
 		t.Skip(err)
 	}
-	out := t.TempDir()
-	o := quickOptions(t, out, "-vine-large", "-batch-large", "3")
-	rep, err := run(o)
-	if err != nil {
-		t.Fatal(err)
+	// Unweighted pairs with the first token masked; weighted logistic
+	// pairs, scaled, the error-prone tasks' pairs without weight.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-vine-large", "-batch-large", "3", "-vine-temp", "0", "-vine-mask"},
+			"two branch rollouts per task (-vine-large: unweighted); the sampled answers do not train that first token (-vine-mask)"},
+		{[]string{"-vine-large", "-batch-large", "3", "-vine-temp", "1", "-vine-logistic", "-vine-scale", "2", "-vine-hard=false"},
+			"(-vine-large: weighted by 2(1-q) of the better branch at τ 1 (logistic), scaled by 2, error-prone tasks' pairs without weight)"},
+	} {
+		args := tc.args
+		out := t.TempDir()
+		o := quickOptions(t, out, args...)
+		rep, err := run(o)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if last := rep.steps[len(rep.steps)-1]; last.GlobalLarge < int64(o.steps) {
+			t.Errorf("%v: larger model trained %d steps in %d rounds", args, last.GlobalLarge, o.steps)
+		}
+		b, _ := os.ReadFile(filepath.Join(out, "report.md"))
+		if !strings.Contains(string(b), tc.want) {
+			t.Errorf("%v: report lacks %q", args, tc.want)
+		}
 	}
-	if last := rep.steps[len(rep.steps)-1]; last.GlobalLarge < int64(o.steps) {
-		t.Errorf("larger model trained %d steps in %d rounds", last.GlobalLarge, o.steps)
-	}
-	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
-	if want := "two branch rollouts per task (-vine-large)"; !strings.Contains(string(b), want) {
-		t.Errorf("report lacks %q", want)
-	}
-	for _, bad := range [][]string{{"-vine-large", "-shared-reward"}, {"-vine-large", "-scst-large"}, {"-vine-large", "-vine-temp", "-1"}} {
+	for _, bad := range [][]string{{"-vine-large", "-shared-reward"}, {"-vine-large", "-scst-large"}, {"-vine-large", "-vine-temp", "-1"}, {"-vine-mask"}, {"-vine-scale", "2"}, {"-vine-large", "-vine-scale", "0"}, {"-vine-hard=false"}, {"-vine-logistic"}, {"-vine-large", "-vine-logistic", "-vine-temp", "0"}} {
 		if _, err := run(quickOptions(t, t.TempDir(), bad...)); err == nil || !strings.Contains(err.Error(), "-vine-") {
-			t.Errorf("%v: error %v, want one naming -vine-large or -vine-temp", bad, err)
+			t.Errorf("%v: error %v, want one naming a -vine- flag", bad, err)
+		}
+	}
+}
+
+// TestFirstAsContext checks -vine-mask's sample rewrite: the first action
+// joins the prompt, the behaviour log-probabilities and step rewards lose
+// their first entry, the input is not modified, and a one-token answer is
+// dropped.
+func TestFirstAsContext(t *testing.T) {
+	in := rl.Sample{TaskID: "t", Prompt: []int{1, 2}, Actions: []int{7, 8, 9}, LogProbs: []float32{-0.1, -0.2, -0.3}, StepRewards: []float64{0, 0, 1}, Reward: 0.5}
+	orig := rl.Sample{TaskID: "t", Prompt: []int{1, 2}, Actions: []int{7, 8, 9}, LogProbs: []float32{-0.1, -0.2, -0.3}, StepRewards: []float64{0, 0, 1}, Reward: 0.5}
+	got, ok := firstAsContext(in)
+	want := rl.Sample{TaskID: "t", Prompt: []int{1, 2, 7}, Actions: []int{8, 9}, LogProbs: []float32{-0.2, -0.3}, StepRewards: []float64{0, 1}, Reward: 0.5}
+	if !ok {
+		t.Fatal("dropped a three-token answer")
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("rewritten sample (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(orig, in); d != "" {
+		t.Errorf("input modified (-want +got):\n%s", d)
+	}
+	// The prompt must not share the input's backing array.
+	got.Prompt[0] = 99
+	if in.Prompt[0] != 1 {
+		t.Error("rewritten prompt aliases the input's")
+	}
+	if _, ok := firstAsContext(rl.Sample{Prompt: []int{1}, Actions: []int{7}, LogProbs: []float32{-0.1}}); ok {
+		t.Error("kept a one-token answer with nothing left to train")
+	}
+}
+
+// TestPairWeight checks the branch pairs' weights against hand-computed
+// values: unweighted at τ = 0, 4q(1−q) and the logistic 2(1 − q_b).
+func TestPairWeight(t *testing.T) {
+	l3 := math.Log(3)
+	for _, tc := range []struct {
+		name     string
+		lp, v    [2]float64
+		tau      float64
+		logistic bool
+		want     float64
+	}{
+		{"unweighted", [2]float64{-5, -0.01}, [2]float64{1, 0}, 0, false, 1},
+		{"boundary", [2]float64{-0.7, -0.7}, [2]float64{1, 0}, 0.1, false, 1},
+		{"q=1/4 at τ=0.1", [2]float64{-1 - 0.1*l3, -1}, [2]float64{1, 0}, 0.1, false, 0.75},
+		{"logistic, [] better, q=3/4", [2]float64{l3 - 2, -2}, [2]float64{1, 0.5}, 1, true, 0.5},
+		{"logistic, list better, q=3/4", [2]float64{l3 - 2, -2}, [2]float64{0.5, 1}, 1, true, 1.5},
+		{"logistic tie", [2]float64{l3 - 2, -2}, [2]float64{1, 1}, 1, true, 0},
+		{"answer ends at once", [2]float64{math.Inf(-1), math.Inf(1)}, [2]float64{1, 0}, 0.1, false, 0},
+		{"answer ends at once, logistic", [2]float64{math.Inf(-1), math.Inf(1)}, [2]float64{1, 0}, 1, true, 0},
+	} {
+		if got := pairWeight(tc.lp, tc.v, tc.tau, tc.logistic); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%s: pairWeight = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestHeldOut checks -rl-holdout's choice: stable, nested in the fraction
+// (a sentence held out at f is held out at every larger f) and close to
+// the fraction asked for.
+func TestHeldOut(t *testing.T) {
+	var en []string
+	for i := range 20000 {
+		en = append(en, fmt.Sprintf("message %d: %c", i, rune('a'+i%26)))
+	}
+	for _, f := range []float64{0, 0.15, 0.3} {
+		n := 0
+		for _, s := range en {
+			h := heldOut(s, f)
+			if h != heldOut(s, f) {
+				t.Fatalf("heldOut(%q, %g) not stable", s, f)
+			}
+			if h && !heldOut(s, f+0.1) {
+				t.Fatalf("heldOut(%q, %g) but not at %g", s, f, f+0.1)
+			}
+			if h {
+				n++
+			}
+		}
+		if got := float64(n) / float64(len(en)); math.Abs(got-f) > 0.01 {
+			t.Errorf("fraction held out at %g: %.4f", f, got)
 		}
 	}
 }

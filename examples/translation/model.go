@@ -31,6 +31,11 @@ type lmModel struct {
 	grpo *rl.GRPO
 	// tempered scores samples at their sampling temperature (withTempered).
 	tempered bool
+	// maskFirst moves the first action of every sampled sample (one with
+	// behaviour log-probabilities) into its prompt: the sample then
+	// trains its answer given its first token, not that token, which only
+	// forced-prefix samples (no log-probabilities) train (-vine-mask).
+	maskFirst bool
 	// anchor draws supervised warm-start examples; after each GRPO update
 	// Train takes one supervised step on anchorN of them (0: none).
 	anchor   func() (nn.SeqExample, error)
@@ -191,6 +196,7 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 	var keep []rl.Sample
 	stale := 0
 	for _, s := range batch {
+		sampled := len(s.LogProbs) > 0 // forced-prefix samples have none
 		if m.tempered && s.Temperature > 0 && s.Temperature != 1 {
 			if s.Version != m.Version() {
 				stale++
@@ -202,6 +208,14 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 		// train on the same context the actions were sampled from.
 		if n := m.lm.Config.MaxLen - 4; len(s.Prompt) > n {
 			s.Prompt = s.Prompt[len(s.Prompt)-n:]
+		}
+		if m.maskFirst && sampled {
+			// After the cut: the first token was sampled after the cut
+			// prompt, and the rest after both.
+			var ok bool
+			if s, ok = firstAsContext(s); !ok {
+				continue
+			}
 		}
 		if len(s.Prompt) > 0 && len(s.Actions) > 0 && len(s.Prompt)+len(s.Actions) <= m.lm.Config.MaxLen {
 			keep = append(keep, s)
@@ -231,6 +245,26 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 		out["ptx_loss"] = loss
 	}
 	return out, nil
+}
+
+// firstAsContext returns s with its first action moved to the end of its
+// prompt (and its first behaviour log-probability dropped), so that GRPO
+// trains the rest of the answer given that token but not the token itself
+// (-vine-mask). s's slices are not modified. It returns false when no
+// action would be left.
+func firstAsContext(s rl.Sample) (rl.Sample, bool) {
+	if len(s.Actions) < 2 {
+		return s, false
+	}
+	s.Prompt = append(append(make([]int, 0, len(s.Prompt)+1), s.Prompt...), s.Actions[0])
+	s.Actions = s.Actions[1:]
+	if s.LogProbs != nil {
+		s.LogProbs = s.LogProbs[1:]
+	}
+	if s.StepRewards != nil {
+		s.StepRewards = s.StepRewards[1:]
+	}
+	return s, true
 }
 
 func (m *lmModel) Version() int64 { return m.base + m.pol.Version() }

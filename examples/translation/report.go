@@ -22,6 +22,7 @@ type report struct {
 	opts                    options
 	lossSmall, lossLarge    float64
 	nTrain, nTest           int
+	nHeldOut                int // RL tasks held out of agent 2's warm start (-rl-holdout)
 	aloneBefore, flowBefore metrics
 	aloneAfter, flowAfter   metrics
 	steps                   []stepRow
@@ -102,12 +103,16 @@ func (r *report) write(dir string) error {
 		baselines = fmt.Sprintf(" (self-critical for %s: minus the greedy answer's score, not group-centred)", strings.Join(scst, " and "))
 	}
 	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g%s, KL β %g, %d tasks per step, %d pass(es) per batch, %s-level loss%s; rollout temperature %g (agent 2: %g)%s; agent 2 rewarded by %s; difference rewards %v%s; agent 1's turns trained %v.\n\n",
-		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, map[bool]string{true: ", samples scored at their sampling temperature (-tempered)"}[o.tempered], det+map[bool]string{true: ", its first decision also credited by two branch rollouts per task (-vine-large)"}[o.vineLarge], o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
+		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, map[bool]string{true: ", samples scored at their sampling temperature (-tempered)"}[o.tempered], det+vineDesc(o.rolloutOptions), o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
 	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"
 	}
-	fmt.Fprintf(&b, "Tasks: %d train, %d %s (%s split, never trained on). Wall time %.1f s.\n\n", r.nTrain, r.nTest, split, split, r.seconds)
+	held := ""
+	if r.nHeldOut > 0 {
+		held = fmt.Sprintf("; RL draws from the %d of them held out of agent 2's warm start (-rl-holdout %g)", r.nHeldOut, r.opts.rlHoldout)
+	}
+	fmt.Fprintf(&b, "Tasks: %d train%s, %d %s (%s split, never trained on). Wall time %.1f s.\n\n", r.nTrain, held, r.nTest, split, split, r.seconds)
 	fmt.Fprintf(&b, "Warm-start final loss (mean of last 20 steps; -1 = loaded from cache): small %.3f, large %.3f\n\n", r.lossSmall, r.lossLarge)
 	fmt.Fprintf(&b, "## %s split (greedy decoding)\n\n", strings.ToUpper(split[:1])+split[1:])
 	fmt.Fprintf(&b, "| system | chrF | placeholder acc | term acc | rule violations/sent | quality reward | det P | det R | det F1 | JSON valid | detection reward | <final_result> rate |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -254,4 +259,30 @@ func (r *report) writeCalibration(b *strings.Builder, dir, split string) error {
 		c.markdown(b, names[i])
 	}
 	return nil
+}
+
+// vineDesc describes -vine-large and its options for the report's RL line
+// ("" without it).
+func vineDesc(o rolloutOptions) string {
+	if !o.vineLarge {
+		return ""
+	}
+	w := "unweighted"
+	switch {
+	case o.vineTemp > 0 && o.vineLogistic:
+		w = fmt.Sprintf("weighted by 2(1-q) of the better branch at τ %g (logistic)", o.vineTemp)
+	case o.vineTemp > 0:
+		w = fmt.Sprintf("weighted by 4q(1-q) at τ %g", o.vineTemp)
+	}
+	if o.vineScale != 1 {
+		w += fmt.Sprintf(", scaled by %g", o.vineScale)
+	}
+	if !o.vineHard {
+		w += ", error-prone tasks' pairs without weight"
+	}
+	mask := ""
+	if o.vineMask {
+		mask = "; the sampled answers do not train that first token (-vine-mask)"
+	}
+	return fmt.Sprintf(", its first decision also credited by two branch rollouts per task (-vine-large: %s)%s", w, mask)
 }

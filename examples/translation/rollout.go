@@ -261,8 +261,11 @@ func (e *env) beginOptions(taskID string, detOnly bool) []swarm.BeginOptions {
 // per task and agent on each server) and returns the mean final-translation
 // quality (the small model's reward for agent 3) and the mean reward of the
 // larger model. Tasks from index nSmall on train the larger model alone
-// (beginOptions' detOnly); small is the mean over the first nSmall.
-func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task, nSmall, repeats int, r *rand.Rand, round int) (small, large float64, err error) {
+// (beginOptions' detOnly); small is the mean over the first nSmall. With
+// -vine-large, credit[i] says whether task i's branch pair counts (a pair
+// that does not is rolled out, for the server's group size, with zero
+// advantage).
+func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task, credit []bool, nSmall, repeats int, r *rand.Rand, round int) (small, large float64, err error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr, vineErr error
@@ -291,7 +294,7 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := e.vineRollout(ctx, clients, t, in, taskID, vg); err != nil {
+				if err := e.vineRollout(ctx, clients, t, in, taskID, vg, credit[ti]); err != nil {
 					// The task's group can no longer complete: the
 					// round fails (the server would wait for it).
 					mu.Lock()
@@ -411,20 +414,24 @@ func (g *vineGroup) mean() float64 {
 // Schulman et al. 2015 (TRPO, §5.2). Greedy continuations value each branch
 // as the evaluation decodes it.
 //
-// The two episodes' rewards are m ± w·(Q₀ − Q₁)/2, where Q₀ and Q₁ are the
+// The two episodes' rewards are m ± k·w·(Q₀ − Q₁)/2 (k = -vine-scale), where Q₀ and Q₁ are the
 // branches' training rewards (trainRewards), m is the mean reward of the
 // group's sampled episodes (so the pair moves the group's mean by nothing,
 // and its advantages are ±w·(Q₀ − Q₁)/2 over the group's spread), and
 // w = 4q(1−q) with q = σ((log p₀ − log p₁)/τ), p₀ and p₁ the model's
 // probabilities of the two first tokens (an evaluation episode's
-// top_logprobs) and τ = -vine-temp. The pair then follows the gradient of
+// top_logprobs) and τ = -vine-temp (pairWeight; -vine-logistic weights by
+// 2(1 − q_b) instead, q_b the better branch's q). The pair then follows the gradient of
 // the expected reward of the first decision made at temperature τ, the
 // two branches' values known exactly: only prompts near the decision's
 // boundary count, as for greedy decoding's reward, where an unweighted
 // pair (τ = 0) pushes every prompt toward its better branch and, on a
 // detector that hardly tells its inputs apart, toward answering "[]"
 // everywhere (notes/translation.md R22).
-func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, in *groupInputs, taskID string, vg *vineGroup) error {
+//
+// With counts false the pair is rolled out (the server waits for the
+// group's -repeats + 2 episodes) but both episodes get m: no advantage.
+func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, in *groupInputs, taskID string, vg *vineGroup, counts bool) error {
 	cl := []*swarm.Client{clients[0], clients[1], clients[1], clients[1]}
 	opts := []swarm.BeginOptions{{Type: swarm.EpisodeEval}, {Type: swarm.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent2"}}
 	_, err := swarm.RunWorkflow(ctx, cl, opts, taskID+"/vine", func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
@@ -439,14 +446,12 @@ func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, 
 		}
 		w := workflowRun{Rough: rough, Given: clip(rough, e.maxRough)}
 		msgs := msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given)
-		weight := 1.0
-		if e.vineTemp > 0 {
-			lp, err := firstLogProbs(ctx, eps[1], msgs, e.vinePrefixes)
-			if err != nil {
+		var lp [2]float64 // the two first tokens' log-probabilities, when weighted
+		if counts && e.vineTemp > 0 {
+			var err error
+			if lp, err = firstLogProbs(ctx, eps[1], msgs, e.vinePrefixes); err != nil {
 				return nil, err
 			}
-			q := 1 / (1 + math.Exp(-(lp[0]-lp[1])/e.vineTemp))
-			weight = 4 * q * (1 - q)
 		}
 		var value [2]float64
 		res := make([]swarm.WorkflowResult, 4)
@@ -458,14 +463,50 @@ func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, 
 			w.Detection = ans
 			w.Detect = grader.ProperNounDetectionGrader{}.Grade(ans, truthErrors(t, w.Given))
 			value[b], _ = e.trainRewards(t, w)
-			res[2+b].Metadata = map[string]any{"branch": prefix, "detection": ans, "detection_score": w.Detect.Normalised, "branch_weight": weight}
+			res[2+b].Metadata = map[string]any{"branch": prefix, "detection": ans, "detection_score": w.Detect.Normalised}
+		}
+		weight := 0.0
+		if counts {
+			weight = pairWeight(lp, value, e.vineTemp, e.vineLogistic)
+		}
+		for b := range 2 {
+			res[2+b].Metadata["branch_weight"] = weight
 		}
 		m := vg.mean()
-		half := weight * (value[0] - value[1]) / 2
+		half := e.vineScale * weight * (value[0] - value[1]) / 2
 		res[2].Reward, res[3].Reward = m+half, m-half
 		return res, nil
 	})
 	return err
+}
+
+// pairWeight is the weight of a branch pair whose first tokens have
+// log-probabilities lp ("[]", list) and whose branches are worth value:
+// with tau = 0, 1; otherwise, with q = σ((lp[0] − lp[1])/tau) the
+// probability of "[]" among the two at temperature tau, 4q(1−q) (the
+// expected reward of the decision drawn at tau, scaled to 1 at the
+// boundary) or, with logistic, 2(1 − q_b), q_b the better branch's
+// probability (a logistic loss on which branch is better, weighted by
+// |value[0] − value[1]|; 0 on a tie). A pair whose probe found the answer
+// ending at once (infinite lp, firstLogProbs) has weight 0 when tau > 0.
+func pairWeight(lp, value [2]float64, tau float64, logistic bool) float64 {
+	if tau == 0 {
+		return 1
+	}
+	if math.IsInf(lp[0], 0) || math.IsInf(lp[1], 0) {
+		return 0
+	}
+	q := 1 / (1 + math.Exp(-(lp[0]-lp[1])/tau))
+	if !logistic {
+		return 4 * q * (1 - q)
+	}
+	switch {
+	case value[0] > value[1]:
+		return 2 * (1 - q)
+	case value[0] < value[1]:
+		return 2 * q
+	}
+	return 0
 }
 
 // firstLogProbs returns the log-probabilities of agent 2's two possible
