@@ -433,12 +433,15 @@ func run(o options) (*report, error) {
 	}
 	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
 	// -rl-holdout: agent 2 learns from the other sentences' rough
-	// translations, and RL draws its tasks from the held-out ones.
-	largeRx, rlTrain := roughs, train
+	// translations, and RL draws its tasks (rlRx's error-prone ones among
+	// them) from the held-out ones.
+	largeRx, rlRx, rlTrain := roughs, roughs, train
 	if o.rlHoldout > 0 {
-		largeRx, rlTrain = nil, nil
+		largeRx, rlRx, rlTrain = nil, nil, nil
 		for _, x := range roughs {
-			if !heldOut(x.T.En, o.rlHoldout) {
+			if heldOut(x.T.En, o.rlHoldout) {
+				rlRx = append(rlRx, x)
+			} else {
 				largeRx = append(largeRx, x)
 			}
 		}
@@ -563,10 +566,7 @@ func run(o options) (*report, error) {
 	// misses a glossary term. Only there can the detector earn more than
 	// "[]" does; on clean sentences "[]" scores full marks.
 	var hard []task
-	for _, rx := range roughs {
-		if o.rlHoldout > 0 && !heldOut(rx.T.En, o.rlHoldout) {
-			continue
-		}
+	for _, rx := range rlRx {
 		if len(truthErrors(rx.T, rx.Rough)) > 0 {
 			hard = append(hard, rx.T)
 		}

@@ -110,7 +110,7 @@ func (r *report) write(dir string) error {
 	}
 	held := ""
 	if r.nHeldOut > 0 {
-		held = fmt.Sprintf("; RL draws from the %d of them held out of agent 2's warm start (-rl-holdout %g)", r.nHeldOut, r.opts.rlHoldout)
+		held = fmt.Sprintf(" (RL draws from the %d of them held out of agent 2's warm start (-rl-holdout %g))", r.nHeldOut, r.opts.rlHoldout)
 	}
 	fmt.Fprintf(&b, "Tasks: %d train%s, %d %s (%s split, never trained on). Wall time %.1f s.\n\n", r.nTrain, held, r.nTest, split, split, r.seconds)
 	fmt.Fprintf(&b, "Warm-start final loss (mean of last 20 steps; -1 = loaded from cache): small %.3f, large %.3f\n\n", r.lossSmall, r.lossLarge)

@@ -414,20 +414,21 @@ func (g *vineGroup) mean() float64 {
 // Schulman et al. 2015 (TRPO, §5.2). Greedy continuations value each branch
 // as the evaluation decodes it.
 //
-// The two episodes' rewards are m ± k·w·(Q₀ − Q₁)/2 (k = -vine-scale), where Q₀ and Q₁ are the
-// branches' training rewards (trainRewards), m is the mean reward of the
-// group's sampled episodes (so the pair moves the group's mean by nothing,
-// and its advantages are ±w·(Q₀ − Q₁)/2 over the group's spread), and
-// w = 4q(1−q) with q = σ((log p₀ − log p₁)/τ), p₀ and p₁ the model's
+// The two episodes' rewards are m ± k·w·(Q₀ − Q₁)/2, where k is
+// -vine-scale, Q₀ and Q₁ are the branches' training rewards
+// (trainRewards), m is the mean reward of the group's sampled episodes (so
+// the pair moves the group's mean by nothing, and its advantages are
+// ±k·w·(Q₀ − Q₁)/2 over the group's spread), and w is pairWeight's: by
+// default 4q(1−q) with q = σ((log p₀ − log p₁)/τ), p₀ and p₁ the model's
 // probabilities of the two first tokens (an evaluation episode's
-// top_logprobs) and τ = -vine-temp (pairWeight; -vine-logistic weights by
-// 2(1 − q_b) instead, q_b the better branch's q). The pair then follows the gradient of
+// top_logprobs) and τ = -vine-temp. The pair then follows the gradient of
 // the expected reward of the first decision made at temperature τ, the
 // two branches' values known exactly: only prompts near the decision's
 // boundary count, as for greedy decoding's reward, where an unweighted
 // pair (τ = 0) pushes every prompt toward its better branch and, on a
 // detector that hardly tells its inputs apart, toward answering "[]"
-// everywhere (notes/translation.md R22).
+// everywhere (notes/translation.md R22). -vine-logistic weights by
+// 2(1 − q_b) instead, q_b the better branch's q.
 //
 // With counts false the pair is rolled out (the server waits for the
 // group's -repeats + 2 episodes) but both episodes get m: no advantage.
