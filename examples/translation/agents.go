@@ -257,3 +257,13 @@ func heldOut(en string, f float64) bool {
 	h.Write([]byte(en))
 	return float64(h.Sum64()%10000) < f*10000
 }
+
+// everyNth returns tasks[from], tasks[from+n], …: a fixed, spread sample
+// (-eval-split train).
+func everyNth(tasks []task, n, from int) []task {
+	var out []task
+	for i := from; i < len(tasks); i += n {
+		out = append(out, tasks[i])
+	}
+	return out
+}

@@ -68,6 +68,13 @@ type calRow struct {
 	SaysEmpty int
 	// Sampled[k] is the expected reward of sampling at Temps[k].
 	Sampled []float64
+	// Branch[k] is the expected reward of making the first decision alone
+	// at Temps[k], between "[]" and the best other token, each branch
+	// continued greedily: Σ σ((z+b)/τ)·G₀ + (1−σ)·G₁ over prompts, z the
+	// log-probability of "[]" minus the other token's. It is the objective
+	// whose gradient -vine-large -vine-temp τ follows; as τ → 0 it becomes
+	// the greedy curve.
+	Branch []float64
 }
 
 // calibrate measures large as agent 2 on tasks with rough translations
@@ -208,7 +215,7 @@ func calRows(lp0, lp1, gEmpty, gList []float64, q, r0, r1 [][]float64, biases, t
 	n := float64(len(lp0))
 	var rows []calRow
 	for _, b := range biases {
-		row := calRow{Bias: b, Sampled: make([]float64, len(temps))}
+		row := calRow{Bias: b, Sampled: make([]float64, len(temps)), Branch: make([]float64, len(temps))}
 		for i := range lp0 {
 			if lp0[i]+b > lp1[i] {
 				row.Greedy += gEmpty[i]
@@ -224,6 +231,9 @@ func calRows(lp0, lp1, gEmpty, gList []float64, q, r0, r1 [][]float64, biases, t
 					qb = 0
 				}
 				row.Sampled[k] += (qb*r0[k][i] + (1-qb)*r1[k][i]) / n
+				// σ((z+b)/τ) for z = lp0 − lp1, written to stay finite.
+				s0 := 1 / (1 + math.Exp((lp1[i]-lp0[i]-b)/tau))
+				row.Branch[k] += (s0*gEmpty[i] + (1-s0)*gList[i]) / n
 			}
 		}
 		row.Greedy /= n
@@ -244,15 +254,8 @@ func tokenLogProb(tr *nn.LMTrainer, prompt []int, tok int, temp float64) (float6
 
 // markdown writes the calibration table of one detector.
 func (c *calibration) markdown(b *strings.Builder, title string) {
-	fmt.Fprintf(b, "### %s\n\n| bias on \"[]\" | greedy reward | prompts answering [] greedily |", title)
-	for _, t := range c.Temps {
-		fmt.Fprintf(b, " sampled at τ = %g |", t)
-	}
-	b.WriteString("\n|---|---|---|")
-	for range c.Temps {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	fmt.Fprintf(b, "### %s\n\n", title)
+	tempHeader(b, []string{`bias on "[]"`, "greedy reward", "prompts answering [] greedily"}, "sampled at τ = %g", c.Temps)
 	best := 0 // the best greedy reward; of equals, the smallest |bias|
 	for i, r := range c.Rows {
 		if d := r.Greedy - c.Rows[best].Greedy; d > 1e-12 || (d > -1e-12 && math.Abs(r.Bias) < math.Abs(c.Rows[best].Bias)) {
@@ -270,11 +273,33 @@ func (c *calibration) markdown(b *strings.Builder, title string) {
 		}
 		b.WriteString("\n")
 	}
+	fmt.Fprintf(b, "\nThe first decision alone made at τ, each branch continued greedily (the objective -vine-large -vine-temp τ ascends; τ → 0 is the greedy curve):\n\n")
+	tempHeader(b, []string{`bias on "[]"`}, "τ = %g", c.Temps)
+	for _, r := range c.Rows {
+		fmt.Fprintf(b, "| %+.2f |", r.Bias)
+		for _, s := range r.Branch {
+			fmt.Fprintf(b, " %.4f |", s)
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(b, "\nPrompts whose samples never took one of the two branches (its greedy branch's reward stands in):")
 	for k, t := range c.Temps {
 		fmt.Fprintf(b, " τ = %g: %d;", t, c.Fallback[k])
 	}
 	b.WriteString("\n\n")
+}
+
+// tempHeader writes a Markdown table's header: the columns named in
+// fixed, then one per temperature, named by format.
+func tempHeader(b *strings.Builder, fixed []string, format string, temps []float64) {
+	b.WriteString("|")
+	for _, f := range fixed {
+		fmt.Fprintf(b, " %s |", f)
+	}
+	for _, t := range temps {
+		fmt.Fprintf(b, " "+format+" |", t)
+	}
+	b.WriteString("\n|" + strings.Repeat("---|", len(fixed)+len(temps)) + "\n")
 }
 
 // plot draws the greedy curve and the sampled curves of one or more

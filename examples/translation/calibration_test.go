@@ -53,7 +53,7 @@ func TestCalRows(t *testing.T) {
 	}
 	var want []calRow
 	for _, b := range biases {
-		row := calRow{Bias: b, Sampled: make([]float64, len(temps))}
+		row := calRow{Bias: b, Sampled: make([]float64, len(temps)), Branch: make([]float64, len(temps))}
 		for i, l := range logits {
 			if l[0]+b > max(l[1], l[2]) {
 				row.Greedy += gEmpty[i] / float64(n)
@@ -64,6 +64,10 @@ func TestCalRows(t *testing.T) {
 			for k, tau := range temps {
 				qb := softmax(l, tau, b)[0]
 				row.Sampled[k] += (qb*r0[k][i] + (1-qb)*r1[k][i]) / float64(n)
+				// The two-way choice between "[]" and the best other token
+				// at τ, the bias on "[]".
+				two := softmax([]float64{l[0], max(l[1], l[2])}, tau, b)[0]
+				row.Branch[k] += (two*gEmpty[i] + (1-two)*gList[i]) / float64(n)
 			}
 		}
 		want = append(want, row)

@@ -11,7 +11,9 @@
 // rollouts of that decision to agent 2's GRPO groups (vineRollout, weighted
 // by pairWeight), and -vine-mask leaves the decision to them alone
 // (firstAsContext). -rl-holdout draws RL's tasks from train sentences held
-// out of agent 2's warm start (heldOut). See README.md and
+// out of agent 2's warm start (heldOut), -rl-split from ones held out of
+// every warm start, and -eval-split train evaluates on train sentences, to
+// compare RL's inputs with held-out ones. See README.md and
 // notes/translation.md.
 //
 //	go run ./examples/translation -quick

@@ -127,7 +127,10 @@ type options struct {
 	roughTasks        int
 	// rlHoldout is the fraction of train sentences held out of agent 2's
 	// warm start and used as the RL phase's tasks (heldOut).
-	rlHoldout            float64
+	rlHoldout float64
+	// rlSplit is the fraction of train sentences held out of every warm
+	// start (agents 1, 2 and 3) and used as the RL phase's tasks (heldOut).
+	rlSplit              float64
 	smallCopy, largeCopy int
 	profile              string
 	hardFrac             float64
@@ -200,11 +203,12 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.copySteps, "copy-steps", 1500, "first warm-start steps of the small model spent on agent 3's copy task alone (part of -warm-steps)")
 	fs.Float64Var(&o.pseudo, "pseudo", 0.5, "fraction of agent 3's second-phase warm-start examples made on pseudo-rough texts (copy training) instead of agent 1's real outputs")
 	fs.Float64Var(&o.rlHoldout, "rl-holdout", 0, "fraction of the train sentences (by a stable hash of the English, independent of the split's) held out of agent 2's warm start and drawn as the RL phase's tasks, so that the detector's RL prompts are not ones it was supervised on (0: RL draws from all train sentences); agents 1 and 3's warm start is unchanged")
+	fs.Float64Var(&o.rlSplit, "rl-split", 0, "fraction of the train sentences (the -rl-holdout hash) held out of every warm start, agents 1 and 3's as well as agent 2's, and drawn as the RL phase's tasks: agent 1 has never seen them, so its rough translations there, agent 2's RL inputs, are as error-prone as on the evaluation split (on the sentences it was trained on they are not: notes/translation.md R24); the tokenizer still learns from every train sentence (0: no RL split)")
 	fs.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
 	fs.Float64Var(&o.hardFrac, "hard-frac", 0.5, "fraction of each GRPO batch drawn from error-prone train sentences (the warm-start rough translation misses a glossary term)")
 	fs.BoolVar(&o.rawCorrections, "raw-corrections", false, "pass agent 2's answer to agent 3 as written, without the client's validation (invalid JSON becomes [], items that ask for nothing are dropped)")
 	fs.BoolVar(&o.hintMarks, "hint-marks", false, "mark each glossary entry of agent 2's prompt (found) or (missing) in the rough translation, the string-matching checker's verdict")
-	fs.StringVar(&o.evalSplit, "eval-split", "test", "split the report evaluates: test, or val (for choosing settings without looking at the test split)")
+	fs.StringVar(&o.evalSplit, "eval-split", "test", "split the report evaluates: test, val (for choosing settings without looking at the test split), or train (a diagnostic: every 8th train sentence, ones the warm starts learned from, to compare the RL phase's inputs with held-out ones)")
 	fs.BoolVar(&o.noStd, "no-std", false, "GRPO advantages r − mean without the group-std division (Dr. GRPO, Liu et al. 2025)")
 	fs.Float64Var(&o.entropy, "entropy", 0, "GRPO entropy bonus coefficient of both models")
 	fs.BoolVar(&o.guardFinal, "guard-final", true, "the client guards agent 3's answer: the workflow delivers agent 3's final translation only where agent 2's validated answer asked for corrections, the translation contains every correction's rendering and its edit distance to the rough translation is at most twice the corrections' size, else agent 1's rough translation (agent 3's own reward is its output as written either way; the report gives both)")
@@ -227,7 +231,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.scstSmall, "scst-small", false, "self-critical baseline for agent 3, as -scst-large: the final translation's reward is its quality minus that of the small model's greedy final translation of the same prompt, not group-centred (needs agent 1's turns untrained, -no-train-rough, the default)")
 	fs.BoolVar(&o.vineLarge, "vine-large", false, "credit agent 2's first decision directly (\"vine\" rollouts, Schulman et al. 2015): each task's GRPO group of agent 2 gets two more episodes on agent 1's greedy rough translation, agent 2's answer forced to start with \"[]\" and with a list's first token (the swarm server's assistant_prefix) and continued greedily; each is rewarded by its continuation's detection reward and trains the forced token alone. With -servers, the larger model's server needs num_repeat = -repeats + 2")
 	fs.Float64Var(&o.vineScale, "vine-scale", 1, "with -vine-large, multiply each branch pair's reward difference by this (the pair's rewards m ± scale·w·(Q0-Q1)/2)")
-	fs.BoolVar(&o.vineMask, "vine-mask", false, "with -vine-large, leave agent 2's first answer token out of the loss of its sampled episodes: the token becomes part of the sample's prompt, so that only the branch pairs train the first decision (the sampled episodes, drawn at -rl-temp-large, follow that temperature's objective, which for this decision points away from greedy decoding's: notes/translation.md R22/R23)")
+	fs.BoolVar(&o.vineMask, "vine-mask", false, "leave agent 2's first answer token out of the loss of its sampled episodes: the token becomes part of the sample's prompt, so that only the branch pairs of -vine-large train the first decision, or, without -vine-large, nothing does and RL trains the answers given their first token (the sampled episodes, drawn at -rl-temp-large, follow that temperature's objective, which for this decision points away from greedy decoding's: notes/translation.md R22/R23)")
 	fs.BoolVar(&o.vineHard, "vine-hard", true, "with -vine-large, let the branch pairs of error-prone tasks (-hard-frac) count too; false: only the tasks drawn at random from the train split (as the evaluation's are) credit the first decision, whose best answer depends on how often inputs have an error, and the error-prone tasks' pairs get no weight")
 	fs.BoolVar(&o.vineLogistic, "vine-logistic", false, "with -vine-large, weight each branch pair by 2(1-q), q the probability of its better branch among the two first tokens at -vine-temp: the gradient of a logistic loss on which branch is better, weighted by how much better, whose optimum answers \"[]\" where the expected difference favours it (instead of 4q(1-q), the expected reward's)")
 	fs.Float64Var(&o.vineTemp, "vine-temp", 0.1, "with -vine-large, weight each task's branch pair by 4q(1-q), q the probability of \"[]\" among the two first tokens at this temperature, so that the pair follows the expected reward of that decision made at this temperature (close to greedy decoding's for small values); 0: every pair counts fully")
@@ -338,14 +342,20 @@ func run(o options) (*report, error) {
 	if o.vineLarge && (o.sharedReward || o.scstLarge || o.jointSmall) {
 		return nil, errors.New("-vine-large rewards agent 2's branches by its own detection grader in its group-centred GRPO: not with -shared-reward, -scst-large or -joint-small")
 	}
-	if (o.vineMask || o.vineScale != 1 || !o.vineHard || o.vineLogistic) && !o.vineLarge {
-		return nil, errors.New("-vine-mask, -vine-scale, -vine-hard and -vine-logistic need -vine-large")
+	if (o.vineScale != 1 || !o.vineHard || o.vineLogistic) && !o.vineLarge {
+		return nil, errors.New("-vine-scale, -vine-hard and -vine-logistic need -vine-large")
 	}
 	if o.vineLogistic && o.vineTemp == 0 {
 		return nil, errors.New("-vine-logistic needs -vine-temp > 0")
 	}
 	if o.rlHoldout < 0 || o.rlHoldout >= 1 {
 		return nil, fmt.Errorf("-rl-holdout is a fraction in [0, 1), got %g", o.rlHoldout)
+	}
+	if o.rlSplit < 0 || o.rlSplit >= 1 {
+		return nil, fmt.Errorf("-rl-split is a fraction in [0, 1), got %g", o.rlSplit)
+	}
+	if o.rlSplit > 0 && o.rlHoldout > 0 {
+		return nil, errors.New("-rl-split and -rl-holdout both choose the RL phase's tasks: give one")
 	}
 	if o.vineScale <= 0 {
 		return nil, fmt.Errorf("-vine-scale must be positive, got %g", o.vineScale)
@@ -394,10 +404,15 @@ func run(o options) (*report, error) {
 	case "test", "":
 	case "val":
 		evalPairs = d.Val
+	case "train":
+		evalPairs = d.Train
 	default:
-		return nil, fmt.Errorf("-eval-split wants test or val, got %q", o.evalSplit)
+		return nil, fmt.Errorf("-eval-split wants test, val or train, got %q", o.evalSplit)
 	}
 	test := makeTasks(evalPairs, d.Glossary, o.maxEn, o.maxZh)
+	if o.evalSplit == "train" {
+		test = everyNth(test, 8, 3)
+	}
 	if o.evalN > 0 && len(test) > o.evalN {
 		test = test[:o.evalN]
 	}
@@ -427,10 +442,28 @@ func run(o options) (*report, error) {
 	mix := warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks, Pseudo: o.pseudo, CopySteps: o.copySteps, Rewrite: o.finalRewrite}
 	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen, !o.learnedPos, o.smallCopy}, Mix: mix, Steps: o.warmSteps, Batch: o.warmBatch,
 		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
-	small, lossS, roughs, err := warmStartSmall(wc, train, tok, d.Glossary, logf)
+	// -rl-split: every warm start learns from the other train sentences;
+	// the RL phase draws from the held-out ones.
+	warmTrain, splitTrain := train, []task(nil)
+	if o.rlSplit > 0 {
+		warmTrain = nil
+		for _, t := range train {
+			if heldOut(t.En, o.rlSplit) {
+				splitTrain = append(splitTrain, t)
+			} else {
+				warmTrain = append(warmTrain, t)
+			}
+		}
+		if len(splitTrain) == 0 || len(warmTrain) == 0 {
+			return nil, fmt.Errorf("-rl-split %g leaves %d RL tasks and %d warm-start sentences", o.rlSplit, len(splitTrain), len(warmTrain))
+		}
+		wc.CacheSuffix = fmt.Sprintf("rl-split %g", o.rlSplit)
+	}
+	small, lossS, roughs, err := warmStartSmall(wc, warmTrain, tok, d.Glossary, logf)
 	if err != nil {
 		return nil, err
 	}
+	wc.CacheSuffix = ""
 	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
 	// -rl-holdout: agent 2 learns from the other sentences' rough
 	// translations, and RL draws its tasks (rlRx's error-prone ones among
@@ -455,12 +488,31 @@ func run(o options) (*report, error) {
 		}
 		logf("RL hold-out: %d train sentences held out of agent 2's warm start (%d rough translations left) for the RL phase", len(rlTrain), len(largeRx))
 	}
+	if o.rlSplit > 0 {
+		// Agent 1's greedy rough translations of the held-out sentences,
+		// which pick the RL phase's error-prone tasks (-hard-frac), as the
+		// warm start's do for the train sentences.
+		st := time.Now()
+		msgs := make([][]tokenizer.Message, len(splitTrain))
+		for i, t := range splitTrain {
+			msgs[i] = msgsTranslate(t.En)
+		}
+		outs, err := generate(small, tok, msgs, e.maxTok)
+		if err != nil {
+			return nil, err
+		}
+		rlRx, rlTrain = make([]roughEx, len(splitTrain)), splitTrain
+		for i, t := range splitTrain {
+			rlRx[i] = roughEx{T: t, Rough: outs[i]}
+		}
+		logf("RL split: %d train sentences held out of every warm start (%d left), agent 1 translated them (%.1fs)", len(splitTrain), len(warmTrain), time.Since(st).Seconds())
+	}
 	large, lossL, err := warmStartLarge(wc, largeRx, tok, e.hint, logf)
 	if err != nil {
 		return nil, err
 	}
 	rep := &report{opts: o, lossSmall: lossS, lossLarge: lossL, nTrain: len(train), nTest: len(test)}
-	if o.rlHoldout > 0 {
+	if o.rlHoldout > 0 || o.rlSplit > 0 {
 		rep.nHeldOut = len(rlTrain)
 	}
 	local := o.servers == ""
@@ -490,7 +542,7 @@ func run(o options) (*report, error) {
 	var perRound [2]int64 // train episodes each server gets per GRPO round
 	if local {
 		// The supervised anchors draw from their own random streams.
-		anchor, anchorN := smallExamples(train, roughs, tok, d.Glossary, mix, e.maxRough, rand.New(rand.NewPCG(rlSeed, 71))), o.ptxSmall
+		anchor, anchorN := smallExamples(warmTrain, roughs, tok, d.Glossary, mix, e.maxRough, rand.New(rand.NewPCG(rlSeed, 71))), o.ptxSmall
 		if o.anchorSelf > 0 {
 			if anchor, err = selfAnchor(e, small, roughs, 512, rand.New(rand.NewPCG(rlSeed, 73))); err != nil {
 				return nil, err

@@ -184,6 +184,73 @@ func TestQuickRunRLVariants(t *testing.T) {
 	}
 }
 
+// TestQuickRunRLSplit runs -rl-split: the small model's warm start is
+// trained anew on the other sentences (its cached checkpoint is a second
+// one, beside the run without the split), the RL phase draws from exactly
+// the held-out train sentences, and the report says so.
+func TestQuickRunRLSplit(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	out := t.TempDir()
+	cache := filepath.Join(out, "cache")
+	if _, err := run(quickOptions(t, filepath.Join(out, "plain"), "-cache", cache, "-steps", "1")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(quickOptions(t, filepath.Join(out, "split"), "-cache", cache, "-rl-split", "0.3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, _ := filepath.Glob(filepath.Join(cache, "warm-small-*.safetensors"))
+	if len(small) != 2 {
+		t.Errorf("cache holds small checkpoints %v, want two: -rl-split's warm start reused the other's", small)
+	}
+	d, err := corpus.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, tk := range makeTasks(d.Train, d.Glossary, rep.opts.maxEn, rep.opts.maxZh) {
+		if heldOut(tk.En, 0.3) {
+			held++
+		}
+	}
+	if held == 0 || rep.nHeldOut != held {
+		t.Errorf("RL draws from %d sentences, want the %d held out", rep.nHeldOut, held)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "split", "report.md"))
+	if want := fmt.Sprintf("RL draws from the %d of them held out of every warm start (-rl-split 0.3)", held); !strings.Contains(string(b), want) {
+		t.Errorf("report lacks %q", want)
+	}
+}
+
+// TestQuickRunTrainSplit evaluates -eval-split train: every 8th train
+// sentence, and the report says they are not held out.
+func TestQuickRunTrainSplit(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	out := t.TempDir()
+	o := quickOptions(t, out, "-eval-split", "train", "-steps", "0")
+	o.evalN = 0
+	rep, err := run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := corpus.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	train := makeTasks(d.Train, d.Glossary, o.maxEn, o.maxZh)
+	if want := (len(train) - 3 + 7) / 8; rep.nTest != want || len(rep.sentences) != want || rep.sentences[1] != train[11].En {
+		t.Errorf("evaluated %d train sentences (second %q), want %d (every 8th from the 4th: %q)", rep.nTest, rep.sentences[1], want, train[11].En)
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	if !strings.Contains(string(b), "(train split, every 8th, sentences the warm starts learned from: a diagnostic, not held out)") {
+		t.Error("report does not say the train split is not held out")
+	}
+}
+
 // TestQuickRunSelfCritical runs the RL phase with self-critical baselines
 // for agents 2 and 3 (-scst-large, -scst-small): each rollout also claims
 // evaluation episodes for the greedy answers, the servers train exactly
@@ -229,6 +296,10 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{[]string{"-scst-large", "-shared-reward"}, "-shared-reward"},
 		{[]string{"-rl-holdout", "1"}, "-rl-holdout"},
 		{[]string{"-rl-holdout", "-0.1"}, "-rl-holdout"},
+		{[]string{"-eval-split", "dev"}, "-eval-split"},
+		{[]string{"-rl-split", "1"}, "-rl-split"},
+		{[]string{"-rl-split", "-0.2"}, "-rl-split"},
+		{[]string{"-rl-split", "0.2", "-rl-holdout", "0.2"}, "-rl-holdout"},
 	} {
 		o, err := parseOptions(append([]string{"-quick", "-out", t.TempDir()}, tc.args...))
 		if err != nil {
@@ -643,6 +714,9 @@ func TestQuickRunVine(t *testing.T) {
 			"two branch rollouts per task (-vine-large: unweighted); the sampled answers do not train that first token (-vine-mask)"},
 		{[]string{"-vine-large", "-batch-large", "3", "-vine-temp", "1", "-vine-logistic", "-vine-scale", "2", "-vine-hard=false"},
 			"(-vine-large: weighted by 2(1-q) of the better branch at τ 1 (logistic), scaled by 2, error-prone tasks' pairs without weight)"},
+		// The mask alone, with self-critical advantages.
+		{[]string{"-vine-mask", "-scst-large"},
+			"its sampled answers do not train their first token, so RL leaves the first decision to the warm start (-vine-mask)"},
 	} {
 		args := tc.args
 		out := t.TempDir()
@@ -659,7 +733,7 @@ func TestQuickRunVine(t *testing.T) {
 			t.Errorf("%v: report lacks %q", args, tc.want)
 		}
 	}
-	for _, bad := range [][]string{{"-vine-large", "-shared-reward"}, {"-vine-large", "-scst-large"}, {"-vine-large", "-vine-temp", "-1"}, {"-vine-mask"}, {"-vine-scale", "2"}, {"-vine-large", "-vine-scale", "0"}, {"-vine-hard=false"}, {"-vine-logistic"}, {"-vine-large", "-vine-logistic", "-vine-temp", "0"}} {
+	for _, bad := range [][]string{{"-vine-large", "-shared-reward"}, {"-vine-large", "-scst-large"}, {"-vine-large", "-vine-temp", "-1"}, {"-vine-scale", "2"}, {"-vine-large", "-vine-scale", "0"}, {"-vine-hard=false"}, {"-vine-logistic"}, {"-vine-large", "-vine-logistic", "-vine-temp", "0"}} {
 		if _, err := run(quickOptions(t, t.TempDir(), bad...)); err == nil || !strings.Contains(err.Error(), "-vine-") {
 			t.Errorf("%v: error %v, want one naming a -vine- flag", bad, err)
 		}

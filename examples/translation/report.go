@@ -104,15 +104,22 @@ func (r *report) write(dir string) error {
 	}
 	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g%s, KL β %g, %d tasks per step, %d pass(es) per batch, %s-level loss%s; rollout temperature %g (agent 2: %g)%s; agent 2 rewarded by %s; difference rewards %v%s; agent 1's turns trained %v.\n\n",
 		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, map[bool]string{true: ", samples scored at their sampling temperature (-tempered)"}[o.tempered], det+vineDesc(o.rolloutOptions), o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
-	split := map[string]string{"val": "validation"}[r.opts.evalSplit]
+	split := map[string]string{"val": "validation", "train": "train"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"
 	}
 	held := ""
-	if r.nHeldOut > 0 {
+	switch {
+	case r.nHeldOut > 0 && r.opts.rlSplit > 0:
+		held = fmt.Sprintf(" (RL draws from the %d of them held out of every warm start (-rl-split %g))", r.nHeldOut, r.opts.rlSplit)
+	case r.nHeldOut > 0:
 		held = fmt.Sprintf(" (RL draws from the %d of them held out of agent 2's warm start (-rl-holdout %g))", r.nHeldOut, r.opts.rlHoldout)
 	}
-	fmt.Fprintf(&b, "Tasks: %d train%s, %d %s (%s split, never trained on). Wall time %.1f s.\n\n", r.nTrain, held, r.nTest, split, split, r.seconds)
+	seen := "never trained on"
+	if split == "train" {
+		seen = "every 8th, sentences the warm starts learned from: a diagnostic, not held out"
+	}
+	fmt.Fprintf(&b, "Tasks: %d train%s, %d %s (%s split, %s). Wall time %.1f s.\n\n", r.nTrain, held, r.nTest, split, split, seen, r.seconds)
 	fmt.Fprintf(&b, "Warm-start final loss (mean of last 20 steps; -1 = loaded from cache): small %.3f, large %.3f\n\n", r.lossSmall, r.lossLarge)
 	fmt.Fprintf(&b, "## %s split (greedy decoding)\n\n", strings.ToUpper(split[:1])+split[1:])
 	fmt.Fprintf(&b, "| system | chrF | placeholder acc | term acc | rule violations/sent | quality reward | det P | det R | det F1 | JSON valid | detection reward | <final_result> rate |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -265,6 +272,9 @@ func (r *report) writeCalibration(b *strings.Builder, dir, split string) error {
 // ("" without it).
 func vineDesc(o rolloutOptions) string {
 	if !o.vineLarge {
+		if o.vineMask {
+			return "; its sampled answers do not train their first token, so RL leaves the first decision to the warm start (-vine-mask)"
+		}
 		return ""
 	}
 	w := "unweighted"

@@ -406,6 +406,9 @@ func (c warmCfg) cachePath(role string, tok *tokenizer.Tokenizer, extra string) 
 	h := sha256.New()
 	fmt.Fprintf(h, "v%d|%s|", cacheVersion[role], role)
 	fmt.Fprintf(h, "%+v|%s|%d|%d|%g|%d|%d|%d|%s|", c.Spec, c.Mix.key(), c.Steps, c.Batch, c.LR, c.Seed, c.MaxRough, c.MaxTok, extra)
+	if c.CacheSuffix != "" { // what else the warm start depends on (-rl-split's sentences)
+		fmt.Fprintf(h, "%s|", c.CacheSuffix)
+	}
 	h.Write(tj)
 	key := hex.EncodeToString(h.Sum(nil))[:16]
 	return filepath.Join(c.CacheDir, fmt.Sprintf("warm-%s-%s", role, key))
