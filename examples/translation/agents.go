@@ -258,6 +258,19 @@ func heldOut(en string, f float64) bool {
 	return float64(h.Sum64()%10000) < f*10000
 }
 
+// splitHeldOut partitions xs by heldOut(en(x), f) into the held-out ones
+// and the rest, each in xs's order.
+func splitHeldOut[T any](xs []T, en func(T) string, f float64) (held, rest []T) {
+	for _, x := range xs {
+		if heldOut(en(x), f) {
+			held = append(held, x)
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	return held, rest
+}
+
 // everyNth returns tasks[from], tasks[from+n], …: a fixed, spread sample
 // (-eval-split train).
 func everyNth(tasks []task, n, from int) []task {

@@ -444,45 +444,28 @@ func run(o options) (*report, error) {
 		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
 	// -rl-split: every warm start learns from the other train sentences;
 	// the RL phase draws from the held-out ones.
+	taskEn := func(t task) string { return t.En }
 	warmTrain, splitTrain := train, []task(nil)
+	sc := wc // the small model's: keyed by the split too
 	if o.rlSplit > 0 {
-		warmTrain = nil
-		for _, t := range train {
-			if heldOut(t.En, o.rlSplit) {
-				splitTrain = append(splitTrain, t)
-			} else {
-				warmTrain = append(warmTrain, t)
-			}
-		}
+		splitTrain, warmTrain = splitHeldOut(train, taskEn, o.rlSplit)
 		if len(splitTrain) == 0 || len(warmTrain) == 0 {
 			return nil, fmt.Errorf("-rl-split %g leaves %d RL tasks and %d warm-start sentences", o.rlSplit, len(splitTrain), len(warmTrain))
 		}
-		wc.CacheSuffix = fmt.Sprintf("rl-split %g", o.rlSplit)
+		sc.CacheSuffix = fmt.Sprintf("rl-split %g", o.rlSplit)
 	}
-	small, lossS, roughs, err := warmStartSmall(wc, warmTrain, tok, d.Glossary, logf)
+	small, lossS, roughs, err := warmStartSmall(sc, warmTrain, tok, d.Glossary, logf)
 	if err != nil {
 		return nil, err
 	}
-	wc.CacheSuffix = ""
 	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
 	// -rl-holdout: agent 2 learns from the other sentences' rough
 	// translations, and RL draws its tasks (rlRx's error-prone ones among
 	// them) from the held-out ones.
 	largeRx, rlRx, rlTrain := roughs, roughs, train
 	if o.rlHoldout > 0 {
-		largeRx, rlRx, rlTrain = nil, nil, nil
-		for _, x := range roughs {
-			if heldOut(x.T.En, o.rlHoldout) {
-				rlRx = append(rlRx, x)
-			} else {
-				largeRx = append(largeRx, x)
-			}
-		}
-		for _, t := range train {
-			if heldOut(t.En, o.rlHoldout) {
-				rlTrain = append(rlTrain, t)
-			}
-		}
+		rlRx, largeRx = splitHeldOut(roughs, func(x roughEx) string { return x.T.En }, o.rlHoldout)
+		rlTrain, _ = splitHeldOut(train, taskEn, o.rlHoldout)
 		if len(rlTrain) == 0 || len(largeRx) == 0 {
 			return nil, fmt.Errorf("-rl-holdout %g leaves %d RL tasks and %d warm-start rough translations for agent 2", o.rlHoldout, len(rlTrain), len(largeRx))
 		}
@@ -493,18 +476,10 @@ func run(o options) (*report, error) {
 		// which pick the RL phase's error-prone tasks (-hard-frac), as the
 		// warm start's do for the train sentences.
 		st := time.Now()
-		msgs := make([][]tokenizer.Message, len(splitTrain))
-		for i, t := range splitTrain {
-			msgs[i] = msgsTranslate(t.En)
-		}
-		outs, err := generate(small, tok, msgs, e.maxTok)
-		if err != nil {
+		if rlRx, err = roughTranslations(small, tok, splitTrain, e.maxTok); err != nil {
 			return nil, err
 		}
-		rlRx, rlTrain = make([]roughEx, len(splitTrain)), splitTrain
-		for i, t := range splitTrain {
-			rlRx[i] = roughEx{T: t, Rough: outs[i]}
-		}
+		rlTrain = splitTrain
 		logf("RL split: %d train sentences held out of every warm start (%d left), agent 1 translated them (%.1fs)", len(splitTrain), len(warmTrain), time.Since(st).Seconds())
 	}
 	large, lossL, err := warmStartLarge(wc, largeRx, tok, e.hint, logf)

@@ -22,7 +22,7 @@ type report struct {
 	opts                    options
 	lossSmall, lossLarge    float64
 	nTrain, nTest           int
-	nHeldOut                int // RL tasks held out of agent 2's warm start (-rl-holdout)
+	nHeldOut                int // RL tasks held out of agent 2's warm start (-rl-holdout) or of every warm start (-rl-split)
 	aloneBefore, flowBefore metrics
 	aloneAfter, flowAfter   metrics
 	steps                   []stepRow

@@ -541,18 +541,9 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 	}
 	// Agent 1's real outputs on train sentences.
 	st := time.Now()
-	picked := pickRoughTasks(tasks, cfg.Mix.RoughTasks, cfg.Seed)
-	var msgs [][]tokenizer.Message
-	for _, t := range picked {
-		msgs = append(msgs, msgsTranslate(t.En))
-	}
-	outs, err := generate(lm, tok, msgs, cfg.MaxTok)
+	rx, err := roughTranslations(lm, tok, pickRoughTasks(tasks, cfg.Mix.RoughTasks, cfg.Seed), cfg.MaxTok)
 	if err != nil {
 		return nil, 0, nil, err
-	}
-	rx := make([]roughEx, len(picked))
-	for i := range picked {
-		rx[i] = roughEx{T: picked[i], Rough: outs[i]}
 	}
 	logf("warm start small: agent 1 translated %d train sentences (%.1fs)", len(rx), time.Since(st).Seconds())
 	mixed := smallExamples(tasks, rx, tok, g, cfg.Mix, cfg.MaxRough, r)
@@ -571,6 +562,24 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 		}
 	}
 	return lm, loss, rx, nil
+}
+
+// roughTranslations is agent 1's greedy translation of each task by lm, at
+// most maxTok tokens each.
+func roughTranslations(lm *nn.LM, tok *tokenizer.Tokenizer, tasks []task, maxTok int) ([]roughEx, error) {
+	msgs := make([][]tokenizer.Message, len(tasks))
+	for i, t := range tasks {
+		msgs[i] = msgsTranslate(t.En)
+	}
+	outs, err := generate(lm, tok, msgs, maxTok)
+	if err != nil {
+		return nil, err
+	}
+	rx := make([]roughEx, len(tasks))
+	for i, t := range tasks {
+		rx[i] = roughEx{T: t, Rough: outs[i]}
+	}
+	return rx, nil
 }
 
 // smallExamples draws the small model's second-phase warm-start examples
