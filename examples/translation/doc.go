@@ -12,7 +12,9 @@
 // by pairWeight), and -vine-mask leaves the decision to them alone
 // (firstAsContext). -rl-holdout draws RL's tasks from train sentences held
 // out of agent 2's warm start (heldOut), -rl-split from ones held out of
-// every warm start, and -eval-split train evaluates on train sentences, to
+// every warm start, and -rl-crossfit from ones that every warm start keeps but
+// that agents 2 and 3 see in RL translated by a second small model trained
+// without them (crossFit). -eval-split train evaluates on train sentences, to
 // compare RL's inputs with held-out ones. See README.md and
 // notes/translation.md.
 //

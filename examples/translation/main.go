@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -38,6 +39,12 @@ type env struct {
 	// maxRough bounds (in runes) the rough translation passed to agents 2
 	// and 3 (maxCorrections bounds agent 2's answer in agent 3's prompt).
 	maxRough int
+	// crossRough holds -rl-crossfit's RL inputs: for each of its train
+	// sentences, the greedy rough translation of a small model that never
+	// saw it (crossFit). Agents 2 and 3 see it in every repeat of the task.
+	crossRough map[string]string
+	// crossGroups counts the GRPO groups given crossRough's inputs.
+	crossGroups atomic.Int64
 	rolloutOptions
 }
 
@@ -130,7 +137,11 @@ type options struct {
 	rlHoldout float64
 	// rlSplit is the fraction of train sentences held out of every warm
 	// start (agents 1, 2 and 3) and used as the RL phase's tasks (heldOut).
-	rlSplit              float64
+	rlSplit float64
+	// rlCrossfit is the fraction of train sentences (heldOut) that RL draws
+	// from while every warm start keeps them; agents 2 and 3 see, in RL,
+	// the rough translations of a second small model trained without them.
+	rlCrossfit           float64
 	smallCopy, largeCopy int
 	profile              string
 	hardFrac             float64
@@ -204,6 +215,7 @@ func parseOptions(args []string) (options, error) {
 	fs.Float64Var(&o.pseudo, "pseudo", 0.5, "fraction of agent 3's second-phase warm-start examples made on pseudo-rough texts (copy training) instead of agent 1's real outputs")
 	fs.Float64Var(&o.rlHoldout, "rl-holdout", 0, "fraction of the train sentences (by a stable hash of the English, independent of the split's) held out of agent 2's warm start and drawn as the RL phase's tasks, so that the detector's RL prompts are not ones it was supervised on (0: RL draws from all train sentences); agents 1 and 3's warm start is unchanged")
 	fs.Float64Var(&o.rlSplit, "rl-split", 0, "fraction of the train sentences (the -rl-holdout hash) held out of every warm start, agents 1 and 3's as well as agent 2's, and drawn as the RL phase's tasks: agent 1 has never seen them, so its rough translations there, agent 2's RL inputs, are as error-prone as on the evaluation split (on the sentences it was trained on they are not: notes/translation.md R24); the tokenizer still learns from every train sentence (0: no RL split)")
+	fs.Float64Var(&o.rlCrossfit, "rl-crossfit", 0, "fraction of the train sentences (the -rl-holdout hash) the RL phase draws from, with held-out-like inputs and no warm start weakened: every warm start keeps them, but a second small model, trained as -rl-split's without them, translates them greedily, and in RL agents 2 and 3 of every repeat see that rough translation (cross-fitting: agent 2's RL inputs are as error-prone as on the evaluation split, where -rl-split paid for that with weaker warm starts) and agent 2's greedy detection of it (as -group-inputs); agent 1 still samples its own (0: off)")
 	fs.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
 	fs.Float64Var(&o.hardFrac, "hard-frac", 0.5, "fraction of each GRPO batch drawn from error-prone train sentences (the warm-start rough translation misses a glossary term)")
 	fs.BoolVar(&o.rawCorrections, "raw-corrections", false, "pass agent 2's answer to agent 3 as written, without the client's validation (invalid JSON becomes [], items that ask for nothing are dropped)")
@@ -354,8 +366,14 @@ func run(o options) (*report, error) {
 	if o.rlSplit < 0 || o.rlSplit >= 1 {
 		return nil, fmt.Errorf("-rl-split is a fraction in [0, 1), got %g", o.rlSplit)
 	}
-	if o.rlSplit > 0 && o.rlHoldout > 0 {
-		return nil, errors.New("-rl-split and -rl-holdout both choose the RL phase's tasks: give one")
+	if o.rlCrossfit < 0 || o.rlCrossfit >= 1 {
+		return nil, fmt.Errorf("-rl-crossfit is a fraction in [0, 1), got %g", o.rlCrossfit)
+	}
+	if n := btoi(o.rlSplit > 0) + btoi(o.rlHoldout > 0) + btoi(o.rlCrossfit > 0); n > 1 {
+		return nil, errors.New("-rl-split, -rl-holdout and -rl-crossfit each choose the RL phase's tasks: give one")
+	}
+	if o.rlCrossfit > 0 && o.jointSmall {
+		return nil, errors.New("-rl-crossfit gives agents 2 and 3 shared inputs and needs an episode per agent (not -joint-small)")
 	}
 	if o.vineScale <= 0 {
 		return nil, fmt.Errorf("-vine-scale must be positive, got %g", o.vineScale)
@@ -458,6 +476,24 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	var crossRx []roughEx // -rl-crossfit's RL inputs
+	if o.rlCrossfit > 0 {
+		if crossRx, err = crossFit(wc, train, o.rlCrossfit, tok, d.Glossary, e.maxTok, logf); err != nil {
+			return nil, err
+		}
+		e.crossRough = make(map[string]string, len(crossRx))
+		for _, x := range crossRx {
+			e.crossRough[x.T.En] = x.Rough
+		}
+		var mem []roughEx // agent 1's own translations of the same sentences
+		for _, x := range roughs {
+			if _, ok := e.crossRough[x.T.En]; ok {
+				mem = append(mem, x)
+			}
+		}
+		c, m := roughStats(crossRx), roughStats(mem)
+		logf("RL cross-fit inputs: chrF %.4f, %.3f with a terminology error (agent 1's own translations of %d of them: chrF %.4f, %.3f)", c.chrF, c.errRate, len(mem), m.chrF, m.errRate)
+	}
 	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
 	// -rl-holdout: agent 2 learns from the other sentences' rough
 	// translations, and RL draws its tasks (rlRx's error-prone ones among
@@ -482,12 +518,18 @@ func run(o options) (*report, error) {
 		rlTrain = splitTrain
 		logf("RL split: %d train sentences held out of every warm start (%d left), agent 1 translated them (%.1fs)", len(splitTrain), len(warmTrain), time.Since(st).Seconds())
 	}
+	if o.rlCrossfit > 0 {
+		rlRx, rlTrain = crossRx, make([]task, len(crossRx))
+		for i, x := range crossRx {
+			rlTrain[i] = x.T
+		}
+	}
 	large, lossL, err := warmStartLarge(wc, largeRx, tok, e.hint, logf)
 	if err != nil {
 		return nil, err
 	}
 	rep := &report{opts: o, lossSmall: lossS, lossLarge: lossL, nTrain: len(train), nTest: len(test)}
-	if o.rlHoldout > 0 || o.rlSplit > 0 {
+	if o.rlHoldout > 0 || o.rlSplit > 0 || o.rlCrossfit > 0 {
 		rep.nHeldOut = len(rlTrain)
 	}
 	local := o.servers == ""
@@ -695,6 +737,7 @@ func run(o options) (*report, error) {
 			}
 		}
 	}
+	rep.crossGroups = e.crossGroups.Load()
 	rep.seconds = time.Since(t0).Seconds()
 	if err := rep.write(o.out); err != nil {
 		return nil, err

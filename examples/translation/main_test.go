@@ -187,7 +187,9 @@ func TestQuickRunRLVariants(t *testing.T) {
 // TestQuickRunRLSplit runs -rl-split: the small model's warm start is
 // trained anew on the other sentences (its cached checkpoint is a second
 // one, beside the run without the split), the RL phase draws from exactly
-// the held-out train sentences, and the report says so.
+// the held-out train sentences, and the report says so. Then -rl-crossfit
+// on the same cache: the plain run's warm starts, the split's small model
+// for RL's inputs, the same RL tasks.
 func TestQuickRunRLSplit(t *testing.T) {
 	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
 		t.Skip(err)
@@ -220,6 +222,32 @@ func TestQuickRunRLSplit(t *testing.T) {
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "split", "report.md"))
 	if want := fmt.Sprintf("RL draws from the %d of them held out of every warm start (-rl-split 0.3)", held); !strings.Contains(string(b), want) {
+		t.Errorf("report lacks %q", want)
+	}
+
+	// -rl-crossfit 0.3: the workflow's warm starts are the plain run's, its
+	// second small model is -rl-split's checkpoint (no third one), and RL
+	// draws from the same held-out sentences. Every RL task's group inputs
+	// come from the cross-fitted translations (greedyInputs fails on a
+	// sentence without one).
+	rep, err = run(quickOptions(t, filepath.Join(out, "cross"), "-cache", cache, "-rl-crossfit", "0.3", "-steps", "2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := filepath.Glob(filepath.Join(cache, "warm-*.safetensors")); len(again) != 4 {
+		t.Errorf("cache holds %v after -rl-crossfit, want the two small and two large checkpoints of the runs before", again)
+	}
+	if rep.nHeldOut != held {
+		t.Errorf("-rl-crossfit: RL draws from %d sentences, want the %d held out", rep.nHeldOut, held)
+	}
+	if rep.lossSmall != -1 || rep.lossLarge != -1 {
+		t.Errorf("-rl-crossfit trained a warm start anew (losses %g, %g): it should use the plain run's", rep.lossSmall, rep.lossLarge)
+	}
+	b, _ = os.ReadFile(filepath.Join(out, "cross", "report.md"))
+	if want := 2 * int64(rep.opts.batchLarge); rep.crossGroups != want {
+		t.Errorf("-rl-crossfit: %d GRPO groups had cross-fitted inputs, want all %d", rep.crossGroups, want)
+	}
+	if want := fmt.Sprintf("RL draws from %d of them, which agents 2 and 3 see translated by a small model trained without them (-rl-crossfit 0.3; %d GRPO groups had those inputs)", held, rep.crossGroups); !strings.Contains(string(b), want) {
 		t.Errorf("report lacks %q", want)
 	}
 }
@@ -300,6 +328,9 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{[]string{"-rl-split", "1"}, "-rl-split"},
 		{[]string{"-rl-split", "-0.2"}, "-rl-split"},
 		{[]string{"-rl-split", "0.2", "-rl-holdout", "0.2"}, "-rl-holdout"},
+		{[]string{"-rl-crossfit", "1"}, "-rl-crossfit"},
+		{[]string{"-rl-crossfit", "0.2", "-rl-split", "0.2"}, "-rl-crossfit"},
+		{[]string{"-rl-crossfit", "0.2", "-joint-small"}, "-joint-small"},
 	} {
 		o, err := parseOptions(append([]string{"-quick", "-out", t.TempDir()}, tc.args...))
 		if err != nil {

@@ -22,7 +22,8 @@ type report struct {
 	opts                    options
 	lossSmall, lossLarge    float64
 	nTrain, nTest           int
-	nHeldOut                int // RL tasks held out of agent 2's warm start (-rl-holdout) or of every warm start (-rl-split)
+	nHeldOut                int   // RL tasks held out of agent 2's warm start (-rl-holdout), of every warm start (-rl-split) or of -rl-crossfit's second small model
+	crossGroups             int64 // GRPO groups given -rl-crossfit's inputs
 	aloneBefore, flowBefore metrics
 	aloneAfter, flowAfter   metrics
 	steps                   []stepRow
@@ -112,6 +113,8 @@ func (r *report) write(dir string) error {
 	switch {
 	case r.nHeldOut > 0 && r.opts.rlSplit > 0:
 		held = fmt.Sprintf(" (RL draws from the %d of them held out of every warm start (-rl-split %g))", r.nHeldOut, r.opts.rlSplit)
+	case r.nHeldOut > 0 && r.opts.rlCrossfit > 0:
+		held = fmt.Sprintf(" (RL draws from %d of them, which agents 2 and 3 see translated by a small model trained without them (-rl-crossfit %g; %d GRPO groups had those inputs))", r.nHeldOut, r.opts.rlCrossfit, r.crossGroups)
 	case r.nHeldOut > 0:
 		held = fmt.Sprintf(" (RL draws from the %d of them held out of agent 2's warm start (-rl-holdout %g))", r.nHeldOut, r.opts.rlHoldout)
 	}

@@ -279,7 +279,7 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 	res := make([]terms, len(tasks)*repeats)
 	for ti, t := range tasks {
 		var in *groupInputs
-		if e.groupInputs {
+		if e.groupInputs || e.crossRough != nil {
 			g, err := e.greedyInputs(ctx, clients, t)
 			if err != nil {
 				return 0, 0, fmt.Errorf("greedy inputs of task %d: %w", ti, err)
@@ -562,19 +562,31 @@ func firstTokens(tok *tokenizer.Tokenizer) ([2]string, error) {
 
 // greedyInputs runs agents 1 and 2 greedily on t in evaluation episodes
 // (never trained on) and returns what agents 2 and 3 see in each repeat of
-// t's rollouts.
+// t's rollouts. With -rl-crossfit the rough translation is the cross-fitted
+// model's (e.crossRough) and only agent 2 runs.
 func (e *env) greedyInputs(ctx context.Context, clients []*swarm.Client, t task) (groupInputs, error) {
 	var in groupInputs
-	eval := []swarm.BeginOptions{{Type: swarm.EpisodeEval}, {Type: swarm.EpisodeEval}}
-	_, err := swarm.RunWorkflow(ctx, clients[:2], eval, "greedy", func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
+	cross, isCross := e.crossRough[t.En]
+	if e.crossRough != nil && !isCross {
+		return in, fmt.Errorf("-rl-crossfit has no rough translation of %q", t.En)
+	}
+	cl, eval := clients[:2], []swarm.BeginOptions{{Type: swarm.EpisodeEval}, {Type: swarm.EpisodeEval}}
+	if isCross {
+		in.Rough, cl, eval = cross, clients[1:2], eval[:1]
+		e.crossGroups.Add(1)
+	}
+	_, err := swarm.RunWorkflow(ctx, cl, eval, "greedy", func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
 		var err error
-		if in.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, 0, 0); err != nil {
+		if !isCross {
+			if in.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, 0, 0); err != nil {
+				return nil, err
+			}
+		}
+		det := eps[len(eps)-1]
+		if in.Detection, err = chat(ctx, det, msgsDetect(t.En, e.hint.hint(t.En, clip(in.Rough, e.maxRough)), clip(in.Rough, e.maxRough)), e.maxDetTok, 0, 0); err != nil {
 			return nil, err
 		}
-		if in.Detection, err = chat(ctx, eps[1], msgsDetect(t.En, e.hint.hint(t.En, clip(in.Rough, e.maxRough)), clip(in.Rough, e.maxRough)), e.maxDetTok, 0, 0); err != nil {
-			return nil, err
-		}
-		return []swarm.WorkflowResult{{}, {}}, nil
+		return make([]swarm.WorkflowResult, len(eps)), nil
 	})
 	return in, err
 }

@@ -582,6 +582,51 @@ func roughTranslations(lm *nn.LM, tok *tokenizer.Tokenizer, tasks []task, maxTok
 	return rx, nil
 }
 
+// crossFit is -rl-crossfit's second small model: trained as -rl-split's
+// (the same checkpoint, keyed by the split) on the train sentences outside
+// the hold-out of fraction f, it translates the held-out ones greedily.
+// Those rough translations are the RL phase's inputs for agents 2 and 3:
+// agent 1 (trained on every sentence) would translate them from memory,
+// with fewer errors than on any held-out sentence (notes/translation.md
+// R24), while this model makes held-out mistakes on them. The model itself
+// is dropped; only its translations are returned.
+func crossFit(cfg warmCfg, train []task, f float64, tok *tokenizer.Tokenizer, g *corpus.Glossary, maxTok int, logf func(string, ...any)) ([]roughEx, error) {
+	held, rest := splitHeldOut(train, func(t task) string { return t.En }, f)
+	if len(held) == 0 || len(rest) == 0 {
+		return nil, fmt.Errorf("-rl-crossfit %g leaves %d RL tasks and %d sentences for its second small model", f, len(held), len(rest))
+	}
+	cfg.CacheSuffix = fmt.Sprintf("rl-split %g", f)
+	lm, _, _, err := warmStartSmall(cfg, rest, tok, g, logf)
+	if err != nil {
+		return nil, fmt.Errorf("-rl-crossfit's small model: %w", err)
+	}
+	st := time.Now()
+	rx, err := roughTranslations(lm, tok, held, maxTok)
+	if err != nil {
+		return nil, err
+	}
+	logf("RL cross-fit: a small model trained without %d train sentences (%d left) translated them (%.1fs); agents 2 and 3 see these in RL", len(held), len(rest), time.Since(st).Seconds())
+	return rx, nil
+}
+
+// roughSummary describes a set of rough translations: their mean chrF
+// against the references and the fraction with a true terminology error.
+type roughSummary struct{ chrF, errRate float64 }
+
+func roughStats(rx []roughEx) roughSummary {
+	var s roughSummary
+	for _, x := range rx {
+		s.chrF += grader.ChrF(x.Rough, x.T.Ref)
+		if len(truthErrors(x.T, x.Rough)) > 0 {
+			s.errRate++
+		}
+	}
+	if n := float64(len(rx)); n > 0 {
+		s.chrF, s.errRate = s.chrF/n, s.errRate/n
+	}
+	return s
+}
+
 // smallExamples draws the small model's second-phase warm-start examples
 // from r: agent 1 on sentence pairs, and with probability mix.FinalFrac
 // agent 3, on a pseudo-rough text (probability mix.Pseudo) or on one of
