@@ -5,6 +5,11 @@
 // translation, and the client guards it (guardFinal): agent 1's translation is
 // delivered where agent 3 was asked for no edit, did not apply it, or rewrote
 // beyond it. Each server trains its model with GRPO on its own grader's reward.
+// run takes the phases in order: the data (options.tasks), both warm starts
+// (options.warmStarts, warm.go), the evaluation before RL (evaluate), the
+// two servers (options.startServers), the GRPO rounds (options.rlPhase, in
+// rlphase.go; each task's workflow in rollout.go), the evaluation after RL
+// and the report (report.go).
 // -pool pools the reports of several RL seeds. -calibration measures agent
 // 2's first decision ("[]" or a list) against a bias on "[]", greedy and
 // sampled, before and after RL (calibrate); -vine-large adds branch

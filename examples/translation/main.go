@@ -1,28 +1,20 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"math"
-	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/troupe-ml/troupe/examples/translation/corpus"
 	"github.com/troupe-ml/troupe/examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
 	rlmetrics "github.com/troupe-ml/troupe/rl/metrics"
-	"github.com/troupe-ml/troupe/swarm"
 )
 
 type env struct {
@@ -338,73 +330,76 @@ func logf(f string, a ...any) {
 	fmt.Fprintf(os.Stderr, "[%6.1fs] "+f+"\n", append([]any{time.Since(t0).Seconds()}, a...)...)
 }
 
-func run(o options) (*report, error) {
+// check refuses contradictory or out-of-range options and resolves the
+// defaults that depend on others (-batch-large, -rl-opt-large, the learning
+// rates, -rl-temp-large).
+func (o *options) check() error {
 	if o.noTrainFinal && o.noTrainRough {
-		return nil, errors.New("-no-train-final and -no-train-rough (on by default) together leave the small model nothing to train on: add -no-train-rough=false")
+		return errors.New("-no-train-final and -no-train-rough (on by default) together leave the small model nothing to train on: add -no-train-rough=false")
 	}
 	if o.groupInputs && o.jointSmall {
-		return nil, errors.New("-group-inputs needs an episode per agent (not -joint-small)")
+		return errors.New("-group-inputs needs an episode per agent (not -joint-small)")
 	}
 	if o.scstSmall && (o.jointSmall || !o.noTrainRough) {
-		return nil, errors.New("-scst-small needs agent 1's turns untrained (-no-train-rough, not -joint-small): the small model's GRPO would not centre agent 1's rewards either")
+		return errors.New("-scst-small needs agent 1's turns untrained (-no-train-rough, not -joint-small): the small model's GRPO would not centre agent 1's rewards either")
 	}
 	if o.scstLarge && o.sharedReward {
-		return nil, errors.New("-scst-large baselines agent 2's own detection reward; with -shared-reward agent 2 is rewarded by the final translation")
+		return errors.New("-scst-large baselines agent 2's own detection reward; with -shared-reward agent 2 is rewarded by the final translation")
 	}
 	if o.vineLarge && (o.sharedReward || o.scstLarge || o.jointSmall) {
-		return nil, errors.New("-vine-large rewards agent 2's branches by its own detection grader in its group-centred GRPO: not with -shared-reward, -scst-large or -joint-small")
+		return errors.New("-vine-large rewards agent 2's branches by its own detection grader in its group-centred GRPO: not with -shared-reward, -scst-large or -joint-small")
 	}
 	if (o.vineScale != 1 || !o.vineHard || o.vineLogistic) && !o.vineLarge {
-		return nil, errors.New("-vine-scale, -vine-hard and -vine-logistic need -vine-large")
+		return errors.New("-vine-scale, -vine-hard and -vine-logistic need -vine-large")
 	}
 	if o.vineLogistic && o.vineTemp == 0 {
-		return nil, errors.New("-vine-logistic needs -vine-temp > 0")
+		return errors.New("-vine-logistic needs -vine-temp > 0")
 	}
 	if o.rlHoldout < 0 || o.rlHoldout >= 1 {
-		return nil, fmt.Errorf("-rl-holdout is a fraction in [0, 1), got %g", o.rlHoldout)
+		return fmt.Errorf("-rl-holdout is a fraction in [0, 1), got %g", o.rlHoldout)
 	}
 	if o.rlSplit < 0 || o.rlSplit >= 1 {
-		return nil, fmt.Errorf("-rl-split is a fraction in [0, 1), got %g", o.rlSplit)
+		return fmt.Errorf("-rl-split is a fraction in [0, 1), got %g", o.rlSplit)
 	}
 	if o.rlCrossfit < 0 || o.rlCrossfit >= 1 {
-		return nil, fmt.Errorf("-rl-crossfit is a fraction in [0, 1), got %g", o.rlCrossfit)
+		return fmt.Errorf("-rl-crossfit is a fraction in [0, 1), got %g", o.rlCrossfit)
 	}
 	if n := btoi(o.rlSplit > 0) + btoi(o.rlHoldout > 0) + btoi(o.rlCrossfit > 0); n > 1 {
-		return nil, errors.New("-rl-split, -rl-holdout and -rl-crossfit each choose the RL phase's tasks: give one")
+		return errors.New("-rl-split, -rl-holdout and -rl-crossfit each choose the RL phase's tasks: give one")
 	}
 	if o.rlCrossfit > 0 && o.jointSmall {
-		return nil, errors.New("-rl-crossfit gives agents 2 and 3 shared inputs and needs an episode per agent (not -joint-small)")
+		return errors.New("-rl-crossfit gives agents 2 and 3 shared inputs and needs an episode per agent (not -joint-small)")
 	}
 	if o.vineScale <= 0 {
-		return nil, fmt.Errorf("-vine-scale must be positive, got %g", o.vineScale)
+		return fmt.Errorf("-vine-scale must be positive, got %g", o.vineScale)
 	}
 	if o.vineTemp < 0 {
-		return nil, fmt.Errorf("-vine-temp must be at least 0, got %g", o.vineTemp)
+		return fmt.Errorf("-vine-temp must be at least 0, got %g", o.vineTemp)
 	}
 	if o.epochsLarge < 1 {
-		return nil, fmt.Errorf("-epochs-large wants at least 1 pass, got %d", o.epochsLarge)
+		return fmt.Errorf("-epochs-large wants at least 1 pass, got %d", o.epochsLarge)
 	}
 	if o.batchLarge == 0 {
 		o.batchLarge = o.batch
 	}
 	if o.batchLarge < o.batch {
-		return nil, fmt.Errorf("-batch-large (%d) must be at least -batch (%d)", o.batchLarge, o.batch)
+		return fmt.Errorf("-batch-large (%d) must be at least -batch (%d)", o.batchLarge, o.batch)
 	}
 	if o.batchLarge > o.batch && o.jointSmall {
-		return nil, errors.New("-batch-large needs an episode per agent (not -joint-small)")
+		return errors.New("-batch-large needs an episode per agent (not -joint-small)")
 	}
 	if o.aggLarge != "seq" && o.aggLarge != "token" {
-		return nil, fmt.Errorf("-agg-large wants seq or token, got %q", o.aggLarge)
+		return fmt.Errorf("-agg-large wants seq or token, got %q", o.aggLarge)
 	}
 	if o.finalRewrite < 0 || o.finalRewrite > 1 {
-		return nil, fmt.Errorf("-final-rewrite is a probability, got %g", o.finalRewrite)
+		return fmt.Errorf("-final-rewrite is a probability, got %g", o.finalRewrite)
 	}
 	if o.rlOptLarge == "" {
 		o.rlOptLarge = o.rlOpt
 	}
 	for _, v := range []string{o.rlOpt, o.rlOptLarge} {
 		if v != "adamw" && v != "sgd" {
-			return nil, fmt.Errorf("-rl-opt and -rl-opt-large want adamw or sgd, got %q", v)
+			return fmt.Errorf("-rl-opt and -rl-opt-large want adamw or sgd, got %q", v)
 		}
 	}
 	o.rlLR = defaultRLLR(o.rlLR, o.rlOpt, 0.05)
@@ -412,35 +407,51 @@ func run(o options) (*report, error) {
 	if o.rlTempLarge < 0 {
 		o.rlTempLarge = o.rlTemp
 	}
-	d, err := corpus.Load()
-	if err != nil {
-		return nil, err
+	switch o.evalSplit {
+	case "test", "val", "train", "":
+	default:
+		return fmt.Errorf("-eval-split wants test, val or train, got %q", o.evalSplit)
 	}
-	train := makeTasks(d.Train, d.Glossary, o.maxEn, o.maxZh)
+	return nil
+}
+
+// tasks are the train split's tasks, the ones the report evaluates
+// (-eval-split, -eval) and the validation sentences of the checkpoint
+// selection (-select-every, -select-n; none without it).
+func (o *options) tasks(d *corpus.Dataset) (train, test, sel []task) {
+	train = makeTasks(d.Train, d.Glossary, o.maxEn, o.maxZh)
 	evalPairs := d.Test
 	switch o.evalSplit {
-	case "test", "":
 	case "val":
 		evalPairs = d.Val
 	case "train":
 		evalPairs = d.Train
-	default:
-		return nil, fmt.Errorf("-eval-split wants test, val or train, got %q", o.evalSplit)
 	}
-	test := makeTasks(evalPairs, d.Glossary, o.maxEn, o.maxZh)
+	test = makeTasks(evalPairs, d.Glossary, o.maxEn, o.maxZh)
 	if o.evalSplit == "train" {
 		test = everyNth(test, 8, 3)
 	}
 	if o.evalN > 0 && len(test) > o.evalN {
 		test = test[:o.evalN]
 	}
-	var selTasks []task
 	if o.selectEvery > 0 {
-		selTasks = makeTasks(d.Val, d.Glossary, o.maxEn, o.maxZh)
-		if o.selectN > 0 && len(selTasks) > o.selectN {
-			selTasks = selTasks[:o.selectN]
+		sel = makeTasks(d.Val, d.Glossary, o.maxEn, o.maxZh)
+		if o.selectN > 0 && len(sel) > o.selectN {
+			sel = sel[:o.selectN]
 		}
 	}
+	return train, test, sel
+}
+
+func run(o options) (*report, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	d, err := corpus.Load()
+	if err != nil {
+		return nil, err
+	}
+	train, test, selTasks := o.tasks(d)
 	logf("data: %d train / %d test tasks (of %d/%d pairs), glossary %d terms, %d acronyms",
 		len(train), len(test), len(d.Train), len(d.Test), len(d.Glossary.Terms), len(d.Acronyms))
 	tok, err := trainTokenizer(train, d.Glossary, o.vocab, o.splitHan)
@@ -453,84 +464,14 @@ func run(o options) (*report, error) {
 			return nil, err
 		}
 	}
-	cache := o.cacheDir
-	if cache == "" {
-		cache = filepath.Join(o.out, "cache")
-	}
-	mix := warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks, Pseudo: o.pseudo, CopySteps: o.copySteps, Rewrite: o.finalRewrite}
-	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen, !o.learnedPos, o.smallCopy}, Mix: mix, Steps: o.warmSteps, Batch: o.warmBatch,
-		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
-	// -rl-split: every warm start learns from the other train sentences;
-	// the RL phase draws from the held-out ones.
-	taskEn := func(t task) string { return t.En }
-	warmTrain, splitTrain := train, []task(nil)
-	sc := wc // the small model's: keyed by the split too
-	if o.rlSplit > 0 {
-		splitTrain, warmTrain = splitHeldOut(train, taskEn, o.rlSplit)
-		if len(splitTrain) == 0 || len(warmTrain) == 0 {
-			return nil, fmt.Errorf("-rl-split %g leaves %d RL tasks and %d warm-start sentences", o.rlSplit, len(splitTrain), len(warmTrain))
-		}
-		sc.CacheSuffix = fmt.Sprintf("rl-split %g", o.rlSplit)
-	}
-	small, lossS, roughs, err := warmStartSmall(sc, warmTrain, tok, d.Glossary, logf)
+	w, err := o.warmStarts(e, d, train)
 	if err != nil {
 		return nil, err
 	}
-	var crossRx []roughEx // -rl-crossfit's RL inputs
-	if o.rlCrossfit > 0 {
-		if crossRx, err = crossFit(wc, train, o.rlCrossfit, tok, d.Glossary, e.maxTok, logf); err != nil {
-			return nil, err
-		}
-		e.crossRough = make(map[string]string, len(crossRx))
-		for _, x := range crossRx {
-			e.crossRough[x.T.En] = x.Rough
-		}
-		var mem []roughEx // agent 1's own translations of the same sentences
-		for _, x := range roughs {
-			if _, ok := e.crossRough[x.T.En]; ok {
-				mem = append(mem, x)
-			}
-		}
-		c, m := roughStats(crossRx), roughStats(mem)
-		logf("RL cross-fit inputs: chrF %.4f, %.3f with a terminology error (agent 1's own translations of %d of them: chrF %.4f, %.3f)", c.chrF, c.errRate, len(mem), m.chrF, m.errRate)
-	}
-	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
-	// -rl-holdout: agent 2 learns from the other sentences' rough
-	// translations, and RL draws its tasks (rlRx's error-prone ones among
-	// them) from the held-out ones.
-	largeRx, rlRx, rlTrain := roughs, roughs, train
-	if o.rlHoldout > 0 {
-		rlRx, largeRx = splitHeldOut(roughs, func(x roughEx) string { return x.T.En }, o.rlHoldout)
-		rlTrain, _ = splitHeldOut(train, taskEn, o.rlHoldout)
-		if len(rlTrain) == 0 || len(largeRx) == 0 {
-			return nil, fmt.Errorf("-rl-holdout %g leaves %d RL tasks and %d warm-start rough translations for agent 2", o.rlHoldout, len(rlTrain), len(largeRx))
-		}
-		logf("RL hold-out: %d train sentences held out of agent 2's warm start (%d rough translations left) for the RL phase", len(rlTrain), len(largeRx))
-	}
-	if o.rlSplit > 0 {
-		// Agent 1's greedy rough translations of the held-out sentences,
-		// which pick the RL phase's error-prone tasks (-hard-frac), as the
-		// warm start's do for the train sentences.
-		st := time.Now()
-		if rlRx, err = roughTranslations(small, tok, splitTrain, e.maxTok); err != nil {
-			return nil, err
-		}
-		rlTrain = splitTrain
-		logf("RL split: %d train sentences held out of every warm start (%d left), agent 1 translated them (%.1fs)", len(splitTrain), len(warmTrain), time.Since(st).Seconds())
-	}
-	if o.rlCrossfit > 0 {
-		rlRx, rlTrain = crossRx, make([]task, len(crossRx))
-		for i, x := range crossRx {
-			rlTrain[i] = x.T
-		}
-	}
-	large, lossL, err := warmStartLarge(wc, largeRx, tok, e.hint, logf)
-	if err != nil {
-		return nil, err
-	}
-	rep := &report{opts: o, lossSmall: lossS, lossLarge: lossL, nTrain: len(train), nTest: len(test)}
+	small, large := w.small, w.large
+	rep := &report{opts: o, lossSmall: w.lossSmall, lossLarge: w.lossLarge, nTrain: len(train), nTest: len(test)}
 	if o.rlHoldout > 0 || o.rlSplit > 0 || o.rlCrossfit > 0 {
-		rep.nHeldOut = len(rlTrain)
+		rep.nHeldOut = len(w.rlTrain)
 	}
 	local := o.servers == ""
 	if local {
@@ -553,176 +494,17 @@ func run(o options) (*report, error) {
 	if o.rlSeed != 0 {
 		rlSeed = o.rlSeed
 	}
-	// Servers.
-	var addrs []string
-	var servers []*swarm.Server
-	var perRound [2]int64 // train episodes each server gets per GRPO round
-	if local {
-		// The supervised anchors draw from their own random streams.
-		anchor, anchorN := smallExamples(warmTrain, roughs, tok, d.Glossary, mix, e.maxRough, rand.New(rand.NewPCG(rlSeed, 71))), o.ptxSmall
-		if o.anchorSelf > 0 {
-			if anchor, err = selfAnchor(e, small, roughs, 512, rand.New(rand.NewPCG(rlSeed, 73))); err != nil {
-				return nil, err
-			}
-			anchorN = o.anchorSelf
-		}
-		gs := o.grpo()
-		gs.NoCenter = o.scstSmall
-		ms := newLMModel("small", small, tok, o.rlOpt, o.rlLR, o.klSmall, gs, 0).withAnchor(anchor, anchorN).withTempered(o.tempered)
-		gl := o.grpo()
-		gl.Epochs, gl.SkipEqualGroups, gl.PositiveOnly, gl.NoCenter = o.epochsLarge, o.skipEqualLarge, o.positiveLarge, o.scstLarge
-		if o.aggLarge == "token" {
-			gl.Aggregation = rl.TokenMean
-		}
-		decay := 0
-		if o.cosineLarge {
-			decay = o.steps * o.epochsLarge
-		}
-		ml := newLMModel("large", large, tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, gl, decay).
-			withAnchor(largeExamples(largeRx, tok, e.hint, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge).withTempered(o.tempered)
-		ml.maskFirst = o.vineMask
-		ports := strings.Split(o.ports, ",")
-		if len(ports) != 2 {
-			return nil, fmt.Errorf("-ports wants two ports, got %q", o.ports)
-		}
-		for i, m := range []swarm.Model{ms, ml} {
-			cfg := swarm.DefaultTrainConfig()
-			cfg.BatchSize, cfg.NumRepeat, cfg.MaxStaleness = o.batch, o.repeats, 1
-			if i == 1 {
-				cfg.BatchSize = o.batchLarge
-				if o.vineLarge {
-					cfg.NumRepeat += 2 // the two branch rollouts of each task
-				}
-			}
-			if i == 0 && !o.jointSmall && !o.noTrainFinal && !o.noTrainRough {
-				cfg.BatchSize = 2 * o.batch // a group for agent 1 and one for agent 3 per task
-			}
-			cfg.MaxResponseTokens = max(e.maxTok+16, e.maxDetTok)
-			srv, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: cfg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-			if err != nil {
-				return nil, err
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:"+ports[i])
-			if err != nil {
-				return nil, fmt.Errorf("server %d: %w (use -ports)", i, err)
-			}
-			go http.Serve(ln, srv.Handler())
-			if err := srv.Start(); err != nil {
-				return nil, err
-			}
-			defer srv.Close()
-			servers = append(servers, srv)
-			addrs = append(addrs, ln.Addr().String())
-			perRound[i] = int64(cfg.BatchSize * cfg.NumRepeat)
-		}
-	} else {
-		addrs = strings.Split(o.servers, ",")
-		if len(addrs) != 2 {
-			return nil, fmt.Errorf("-servers wants host:port,host:port, got %q", o.servers)
-		}
+	servers, clients, perRound, closeAll, err := o.startServers(e, w, d, rlSeed)
+	if err != nil {
+		return nil, err
 	}
-	clients := []*swarm.Client{swarm.NewClient("http://" + addrs[0]), swarm.NewClient("http://" + addrs[1])}
-	if !o.jointSmall {
-		clients = append(clients, clients[0]) // agent 3's episode
-	}
-	logf("swarm servers: small model at %s, larger model at %s", addrs[0], addrs[1])
+	defer closeAll()
 
-	// GRPO rounds: each round gives each server one training batch.
-	ctx := context.Background()
-	r := rand.New(rand.NewPCG(rlSeed, 5))
-	// Error-prone tasks: train sentences whose warm-start rough translation
-	// (agent 1's greedy output, made for the warm start of agents 2 and 3)
-	// misses a glossary term. Only there can the detector earn more than
-	// "[]" does; on clean sentences "[]" scores full marks.
-	var hard []task
-	for _, rx := range rlRx {
-		if len(truthErrors(rx.T, rx.Rough)) > 0 {
-			hard = append(hard, rx.T)
-		}
-	}
-	logf("RL task mix: %.0f%% of each batch from the %d train sentences whose warm-start rough translation misses a glossary term, the rest random", 100*o.hardFrac, len(hard))
 	sel := newSelector(e, small, large, selTasks)
-	if local && o.selectEvery > 0 {
-		if err := sel.check(0); err != nil {
-			return nil, err
-		}
-	}
-	bar := progressbar.NewOptions(o.steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
-	for step := 0; step < o.steps; step++ {
-		// -hard-frac of the tasks are error-prone ones: otherwise most groups
-		// have no true error and the detector learns that "[]" always pays
-		// (it did, with half the tasks merely having glossary terms:
-		// notes/translation.md).
-		batch := make([]task, o.batchLarge)
-		credit := make([]bool, len(batch)) // whose branch pairs count (-vine-hard)
-		for i := range batch {
-			// Error-prone slots spread evenly: with 0.5, the odd ones.
-			isHard := math.Floor(float64(i+1)*o.hardFrac) > math.Floor(float64(i)*o.hardFrac)
-			if isHard && len(hard) > 0 {
-				batch[i] = hard[r.IntN(len(hard))]
-				credit[i] = o.vineHard
-			} else {
-				batch[i] = rlTrain[r.IntN(len(rlTrain))]
-				credit[i] = true
-			}
-		}
-		st := time.Now()
-		rs, rl, err := e.rlRound(ctx, clients, batch, credit, o.batch, o.repeats, r, step)
-		if err != nil {
-			return nil, fmt.Errorf("RL step %d: %w", step, err)
-		}
-		var gs [2]int64
-		if local {
-			// Wait until both servers trained on this round: each has
-			// handed all of this round's episodes to a training step and
-			// is rolling again. (Not the model's version: it moves by the
-			// optimizer steps, two a round with -epochs-large 2 and none
-			// when -skip-equal-large finds every group equal.)
-			for i, s := range servers {
-				for {
-					status, _, g := s.Status()
-					a := s.Accounting()
-					if status == swarm.StatusRolling && a.TrainedEpisodes+a.Dropped >= int64(step+1)*perRound[i] {
-						gs[i] = g
-						break
-					}
-					if time.Since(st) > 90*time.Second {
-						return nil, errors.New("server did not train within 90 s")
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		}
-		rep.steps = append(rep.steps, stepRow{Step: step + 1, RewardSmall: rs, RewardLarge: rl, GlobalSmall: gs[0], GlobalLarge: gs[1], Seconds: time.Since(st).Seconds()})
-		bar.Add(1)
-		var gn [2]float64
-		skipped := ""
-		if local {
-			for i, s := range servers {
-				gn[i] = s.LastTrainStats()["grad_norm"]
-			}
-			if o.skipEqualLarge {
-				skipped = fmt.Sprintf(", %g of %d groups skipped", servers[1].LastTrainStats()["skipped_groups"], o.batchLarge)
-			}
-		}
-		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g%s)\n",
-			time.Since(t0).Seconds(), step+1, rs, gs[0], gn[0], rl, gs[1], gn[1], skipped)
-		if local && o.selectEvery > 0 && ((step+1)%o.selectEvery == 0 || step+1 == o.steps) {
-			// Both servers are idle between rounds: no episode is open.
-			if err := sel.check(step + 1); err != nil {
-				return nil, err
-			}
-		}
+	if err := o.rlPhase(e, w, servers, clients, perRound, sel, rep, rlSeed); err != nil {
+		return nil, err
 	}
 	if local {
-		for _, s := range servers {
-			s.Stop()
-		}
-		if o.selectEvery > 0 {
-			sel.restore()
-			rep.selection = sel
-			logf("checkpoint selection on %d validation sentences: small model from step %d, larger model from step %d", len(selTasks), sel.best[0].step, sel.best[1].step)
-		}
 		logf("evaluating after RL")
 		if rep.aloneAfter, rep.flowAfter, err = e.evaluate(small, large, test); err != nil {
 			return nil, err

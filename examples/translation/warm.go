@@ -715,3 +715,104 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h gloss
 }
 
 func trimEnd(s string) string { return strings.TrimSpace(s) }
+
+// warmed is what the warm starts leave for the RL phase: both models, their
+// final supervised losses (-1 when loaded from the cache), agent 1's rough
+// translations made for agents 2 and 3's warm start (roughs; largeRx are
+// the ones agent 2 learned from), the sentences the small model learned
+// from (warmTrain), and RL's task pool (rlTrain) with the rough
+// translations that pick its error-prone tasks (rlRx).
+type warmed struct {
+	small, large          *nn.LM
+	lossSmall, lossLarge  float64
+	roughs, largeRx, rlRx []roughEx
+	warmTrain, rlTrain    []task
+}
+
+// warmMix is the small model's warm-start data mix the options ask for.
+func (o *options) warmMix() warmMix {
+	return warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks, Pseudo: o.pseudo, CopySteps: o.copySteps, Rewrite: o.finalRewrite}
+}
+
+// warmStarts trains (or loads) both models on the train split and chooses
+// the RL phase's tasks: all train sentences, or the ones -rl-holdout,
+// -rl-split or -rl-crossfit hold out (for -rl-crossfit it also fills
+// e.crossRough).
+func (o *options) warmStarts(e *env, d *corpus.Dataset, train []task) (*warmed, error) {
+	var err error
+	cache := o.cacheDir
+	if cache == "" {
+		cache = filepath.Join(o.out, "cache")
+	}
+	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen, !o.learnedPos, o.smallCopy}, Mix: o.warmMix(), Steps: o.warmSteps, Batch: o.warmBatch,
+		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
+	// -rl-split: every warm start learns from the other train sentences;
+	// the RL phase draws from the held-out ones.
+	taskEn := func(t task) string { return t.En }
+	warmTrain, splitTrain := train, []task(nil)
+	sc := wc // the small model's: keyed by the split too
+	if o.rlSplit > 0 {
+		splitTrain, warmTrain = splitHeldOut(train, taskEn, o.rlSplit)
+		if len(splitTrain) == 0 || len(warmTrain) == 0 {
+			return nil, fmt.Errorf("-rl-split %g leaves %d RL tasks and %d warm-start sentences", o.rlSplit, len(splitTrain), len(warmTrain))
+		}
+		sc.CacheSuffix = fmt.Sprintf("rl-split %g", o.rlSplit)
+	}
+	small, lossS, roughs, err := warmStartSmall(sc, warmTrain, e.tok, d.Glossary, logf)
+	if err != nil {
+		return nil, err
+	}
+	var crossRx []roughEx // -rl-crossfit's RL inputs
+	if o.rlCrossfit > 0 {
+		if crossRx, err = crossFit(wc, train, o.rlCrossfit, e.tok, d.Glossary, e.maxTok, logf); err != nil {
+			return nil, err
+		}
+		e.crossRough = make(map[string]string, len(crossRx))
+		for _, x := range crossRx {
+			e.crossRough[x.T.En] = x.Rough
+		}
+		var mem []roughEx // agent 1's own translations of the same sentences
+		for _, x := range roughs {
+			if _, ok := e.crossRough[x.T.En]; ok {
+				mem = append(mem, x)
+			}
+		}
+		c, m := roughStats(crossRx), roughStats(mem)
+		logf("RL cross-fit inputs: chrF %.4f, %.3f with a terminology error (agent 1's own translations of %d of them: chrF %.4f, %.3f)", c.chrF, c.errRate, len(mem), m.chrF, m.errRate)
+	}
+	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
+	// -rl-holdout: agent 2 learns from the other sentences' rough
+	// translations, and RL draws its tasks (rlRx's error-prone ones among
+	// them) from the held-out ones.
+	largeRx, rlRx, rlTrain := roughs, roughs, train
+	if o.rlHoldout > 0 {
+		rlRx, largeRx = splitHeldOut(roughs, func(x roughEx) string { return x.T.En }, o.rlHoldout)
+		rlTrain, _ = splitHeldOut(train, taskEn, o.rlHoldout)
+		if len(rlTrain) == 0 || len(largeRx) == 0 {
+			return nil, fmt.Errorf("-rl-holdout %g leaves %d RL tasks and %d warm-start rough translations for agent 2", o.rlHoldout, len(rlTrain), len(largeRx))
+		}
+		logf("RL hold-out: %d train sentences held out of agent 2's warm start (%d rough translations left) for the RL phase", len(rlTrain), len(largeRx))
+	}
+	if o.rlSplit > 0 {
+		// Agent 1's greedy rough translations of the held-out sentences,
+		// which pick the RL phase's error-prone tasks (-hard-frac), as the
+		// warm start's do for the train sentences.
+		st := time.Now()
+		if rlRx, err = roughTranslations(small, e.tok, splitTrain, e.maxTok); err != nil {
+			return nil, err
+		}
+		rlTrain = splitTrain
+		logf("RL split: %d train sentences held out of every warm start (%d left), agent 1 translated them (%.1fs)", len(splitTrain), len(warmTrain), time.Since(st).Seconds())
+	}
+	if o.rlCrossfit > 0 {
+		rlRx, rlTrain = crossRx, make([]task, len(crossRx))
+		for i, x := range crossRx {
+			rlTrain[i] = x.T
+		}
+	}
+	large, lossL, err := warmStartLarge(wc, largeRx, e.tok, e.hint, logf)
+	if err != nil {
+		return nil, err
+	}
+	return &warmed{small: small, large: large, lossSmall: lossS, lossLarge: lossL, roughs: roughs, largeRx: largeRx, rlRx: rlRx, warmTrain: warmTrain, rlTrain: rlTrain}, nil
+}
