@@ -739,7 +739,6 @@ func (o *options) warmMix() warmMix {
 // -rl-split or -rl-crossfit hold out (for -rl-crossfit it also fills
 // e.crossRough).
 func (o *options) warmStarts(e *env, d *corpus.Dataset, train []task) (*warmed, error) {
-	var err error
 	cache := o.cacheDir
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
