@@ -150,10 +150,8 @@ func Binary[F Float](dst, student, teacher []F, labels []int, opt Options) (floa
 		d2 = make([]F, 2*n)
 	}
 	loss, cnt := Loss(d2, s2, t2, labels, 2, opt)
-	if dst != nil {
-		for i := range dst {
-			dst[i] = d2[2*i+1]
-		}
+	for i := range dst {
+		dst[i] = d2[2*i+1]
 	}
 	return loss, cnt
 }

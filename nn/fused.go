@@ -284,8 +284,6 @@ func zero(s []float32) {
 	}
 }
 
-func shapeStr(n *G.Node) string { return fmt.Sprint(n.Shape()) }
-
 func lastDim(n *G.Node) int {
 	s := n.Shape()
 	if s.Dims() == 0 {

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
-	"strings"
 
 	G "gorgonia.org/gorgonia"
 	ts "gorgonia.org/tensor"
@@ -151,7 +150,6 @@ type Scope struct {
 type scopeShared struct {
 	nodes map[string]*G.Node
 	used  []*Param
-	train bool
 }
 
 // NewScope returns the root scope of store for graph g.
@@ -216,5 +214,3 @@ func (sc *Scope) Used() ([]*Param, G.Nodes) {
 func (sc *Scope) Input(name string, shape ...int) *G.Node {
 	return G.NewTensor(sc.g, ts.Float32, len(shape), G.WithShape(shape...), G.WithName(name))
 }
-
-func joinName(parts ...string) string { return strings.Join(parts, ".") }

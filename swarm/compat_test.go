@@ -177,6 +177,9 @@ func TestAgentJetAndOpenAICompat(t *testing.T) {
 
 	// AgentJet's abort_episode body
 	code, cl = rawPost(t, u+"/claim_episode", claimBody, nil)
+	if code != 200 || cl["success"] != true {
+		t.Fatalf("claim_episode to abort: %d %v", code, cl)
+	}
 	ep := cl["episode_uuid"].(string)
 	abort := `{"client_uuid": "c-1", "episode_uuid": "` + ep + `", "workflow_output": {"reward": 0.0, "is_success": null, "metadata": {}, "log_metrics": {}}, "task_id": ""}`
 	if code, r := rawPost(t, u+"/abort_episode", abort, nil); code != 200 || r["success"] != true {
@@ -203,6 +206,9 @@ func TestAgentJetAndOpenAICompat(t *testing.T) {
 		t.Fatalf("/health: %d %s", code, b)
 	}
 	code, b = rawGet(t, u+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics: %d %s", code, b)
+	}
 	for _, want := range []string{"swarm_episodes_total{event=\"claimed\"} 3", "swarm_global_step 1", `swarm_http_requests_total{code="200",endpoint="chat_completions"}`, "swarm_engine_status{status=\"ENGINE.ROLLING\"} 1"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("/metrics lacks %q", want)

@@ -714,8 +714,6 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h gloss
 	return lm, loss, nil
 }
 
-func trimEnd(s string) string { return strings.TrimSpace(s) }
-
 // warmed is what the warm starts leave for the RL phase: both models, their
 // final supervised losses (-1 when loaded from the cache), agent 1's rough
 // translations made for agents 2 and 3's warm start (roughs; largeRx are

@@ -26,9 +26,6 @@ const (
 
 var payoff = [vocab]float64{1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.1, 0.0}
 
-// components in order: task, novelty, safety.
-var names = []string{"task", "novelty", "safety"}
-
 type schedule struct {
 	name string
 	desc string
