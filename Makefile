@@ -25,7 +25,7 @@ test: vet test-cuda-build
 # GPU backend (package cuda). Its driver-API code sits behind the build tag
 # troupecuda (not "cuda": Gorgonia's own files use that tag and then need
 # cuDNN). With the CUDA headers present (scripts/install-cuda.sh, which
-# .ci/run calls) this vets and builds the whole tree with the tag, links the
+# .ci/run calls) this vets (go vet and staticcheck) and builds the whole tree with the tag, links the
 # tagged test binaries (not run: without a GPU cu's init exits), and checks the
 # committed PTX with ptxas (the nvcc freshness test runs in go test ./...); otherwise it says
 # it skipped. CUDA_LDFLAGS points the linker at the libcuda stub.
@@ -36,6 +36,7 @@ test-cuda-build:
 		set -e; echo "== cuda: vet, build and link with -tags $(CUDA_TAG)"; \
 		export CGO_LDFLAGS="$(CUDA_LDFLAGS)"; \
 		$(GO) vet -tags $(CUDA_TAG) ./...; \
+		$(GO) run $(STATICCHECK) -tags $(CUDA_TAG) ./...; \
 		$(GO) build -tags $(CUDA_TAG) ./...; \
 		d=$$(mktemp -d); $(GO) test -tags $(CUDA_TAG) -c -o $$d/ ./cuda ./benchmarks; rm -rf $$d; \
 		TROUPE_PTXAS=1 $(GO) test -count=1 -run '^TestPTXAssembles$$' ./cuda; \
