@@ -280,11 +280,3 @@ func everyNth(tasks []task, n, from int) []task {
 	}
 	return out
 }
-
-// btoi is 1 for true and 0 for false.
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}

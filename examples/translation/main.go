@@ -355,16 +355,19 @@ func (o *options) check() error {
 	if o.vineLogistic && o.vineTemp == 0 {
 		return errors.New("-vine-logistic needs -vine-temp > 0")
 	}
-	if o.rlHoldout < 0 || o.rlHoldout >= 1 {
-		return fmt.Errorf("-rl-holdout is a fraction in [0, 1), got %g", o.rlHoldout)
+	chosen := 0 // options that choose the RL phase's tasks
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{{"-rl-holdout", o.rlHoldout}, {"-rl-split", o.rlSplit}, {"-rl-crossfit", o.rlCrossfit}} {
+		if f.v < 0 || f.v >= 1 {
+			return fmt.Errorf("%s is a fraction in [0, 1), got %g", f.flag, f.v)
+		}
+		if f.v > 0 {
+			chosen++
+		}
 	}
-	if o.rlSplit < 0 || o.rlSplit >= 1 {
-		return fmt.Errorf("-rl-split is a fraction in [0, 1), got %g", o.rlSplit)
-	}
-	if o.rlCrossfit < 0 || o.rlCrossfit >= 1 {
-		return fmt.Errorf("-rl-crossfit is a fraction in [0, 1), got %g", o.rlCrossfit)
-	}
-	if n := btoi(o.rlSplit > 0) + btoi(o.rlHoldout > 0) + btoi(o.rlCrossfit > 0); n > 1 {
+	if chosen > 1 {
 		return errors.New("-rl-split, -rl-holdout and -rl-crossfit each choose the RL phase's tasks: give one")
 	}
 	if o.rlCrossfit > 0 && o.jointSmall {

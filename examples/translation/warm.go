@@ -582,6 +582,19 @@ func roughTranslations(lm *nn.LM, tok *tokenizer.Tokenizer, tasks []task, maxTok
 	return rx, nil
 }
 
+// withoutHeldOut partitions train by the hold-out of fraction f (heldOut)
+// and keys cfg for a small model trained on the rest: -rl-split's warm start
+// and -rl-crossfit's second model are one checkpoint under one cache key.
+// flag names the option in the error when either part would be empty.
+func withoutHeldOut(cfg warmCfg, train []task, f float64, flag string) (c warmCfg, held, rest []task, err error) {
+	held, rest = splitHeldOut(train, func(t task) string { return t.En }, f)
+	if len(held) == 0 || len(rest) == 0 {
+		return cfg, nil, nil, fmt.Errorf("%s %g leaves %d RL tasks and %d warm-start sentences", flag, f, len(held), len(rest))
+	}
+	cfg.CacheSuffix = fmt.Sprintf("rl-split %g", f)
+	return cfg, held, rest, nil
+}
+
 // crossFit is -rl-crossfit's second small model: trained as -rl-split's
 // (the same checkpoint, keyed by the split) on the train sentences outside
 // the hold-out of fraction f, it translates the held-out ones greedily.
@@ -591,11 +604,10 @@ func roughTranslations(lm *nn.LM, tok *tokenizer.Tokenizer, tasks []task, maxTok
 // R24), while this model makes held-out mistakes on them. The model itself
 // is dropped; only its translations are returned.
 func crossFit(cfg warmCfg, train []task, f float64, tok *tokenizer.Tokenizer, g *corpus.Glossary, maxTok int, logf func(string, ...any)) ([]roughEx, error) {
-	held, rest := splitHeldOut(train, func(t task) string { return t.En }, f)
-	if len(held) == 0 || len(rest) == 0 {
-		return nil, fmt.Errorf("-rl-crossfit %g leaves %d RL tasks and %d sentences for its second small model", f, len(held), len(rest))
+	cfg, held, rest, err := withoutHeldOut(cfg, train, f, "-rl-crossfit")
+	if err != nil {
+		return nil, err
 	}
-	cfg.CacheSuffix = fmt.Sprintf("rl-split %g", f)
 	lm, _, _, err := warmStartSmall(cfg, rest, tok, g, logf)
 	if err != nil {
 		return nil, fmt.Errorf("-rl-crossfit's small model: %w", err)
@@ -745,15 +757,13 @@ func (o *options) warmStarts(e *env, d *corpus.Dataset, train []task) (*warmed, 
 		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
 	// -rl-split: every warm start learns from the other train sentences;
 	// the RL phase draws from the held-out ones.
-	taskEn := func(t task) string { return t.En }
 	warmTrain, splitTrain := train, []task(nil)
 	sc := wc // the small model's: keyed by the split too
+	var err error
 	if o.rlSplit > 0 {
-		splitTrain, warmTrain = splitHeldOut(train, taskEn, o.rlSplit)
-		if len(splitTrain) == 0 || len(warmTrain) == 0 {
-			return nil, fmt.Errorf("-rl-split %g leaves %d RL tasks and %d warm-start sentences", o.rlSplit, len(splitTrain), len(warmTrain))
+		if sc, splitTrain, warmTrain, err = withoutHeldOut(wc, train, o.rlSplit, "-rl-split"); err != nil {
+			return nil, err
 		}
-		sc.CacheSuffix = fmt.Sprintf("rl-split %g", o.rlSplit)
 	}
 	small, lossS, roughs, err := warmStartSmall(sc, warmTrain, e.tok, d.Glossary, logf)
 	if err != nil {
@@ -784,7 +794,7 @@ func (o *options) warmStarts(e *env, d *corpus.Dataset, train []task) (*warmed, 
 	largeRx, rlRx, rlTrain := roughs, roughs, train
 	if o.rlHoldout > 0 {
 		rlRx, largeRx = splitHeldOut(roughs, func(x roughEx) string { return x.T.En }, o.rlHoldout)
-		rlTrain, _ = splitHeldOut(train, taskEn, o.rlHoldout)
+		rlTrain, _ = splitHeldOut(train, func(t task) string { return t.En }, o.rlHoldout)
 		if len(rlTrain) == 0 || len(largeRx) == 0 {
 			return nil, fmt.Errorf("-rl-holdout %g leaves %d RL tasks and %d warm-start rough translations for agent 2", o.rlHoldout, len(rlTrain), len(largeRx))
 		}
