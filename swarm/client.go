@@ -324,6 +324,11 @@ type ChatRequest struct {
 	// not OpenAI's; see the package doc, "Forced prefixes"): the response's
 	// content is the continuation after it.
 	AssistantPrefix string `json:"assistant_prefix,omitempty"`
+	// AssistantContext is answer text given before AssistantPrefix
+	// (troupe's extension; see the package doc, "Forced prefixes"): it
+	// extends the recorded sample's prompt, so that the prefix is trained
+	// as an action taken after it. It needs AssistantPrefix.
+	AssistantContext string `json:"assistant_context,omitempty"`
 }
 
 // StreamOptions are the stream_options of a streaming request.

@@ -106,6 +106,14 @@
 // implements TextEncoder, and fewer prefix tokens than max_tokens (which
 // counts them).
 //
+// "assistant_context" (with assistant_prefix) is answer text given before
+// the prefix: it is appended to the prompt, in the recorded sample too, so
+// the sample's action is the prefix taken after that context. A client can
+// so branch at any position of an answer: the context is the answer so
+// far, each branch's prefix one alternative token, and only those tokens
+// are credited (the intermediate-state rollouts of VinePPO, Kazemnejad et
+// al. 2024). The prompt limit counts the context.
+//
 // # Security
 //
 // Episode keys carry 256 random bits from crypto/rand, are compared with

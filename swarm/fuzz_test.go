@@ -90,6 +90,8 @@ func FuzzChatCompletions(f *testing.F) {
 		`{"messages": [{"role": "user", "content": "x"}], "n": 16, "max_completion_tokens": 16, "stream": true, "stop": "\ufffd"}`,
 		`{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": "ab\u00e9", "max_tokens": 4, "temperature": 0, "logprobs": true, "stop": ["b"]}`,
 		`{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": "", "n": 2}`, `{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": 7}`,
+		`{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": "a", "assistant_context": "c\u00e9d", "max_tokens": 3}`,
+		`{"messages": [{"role": "user", "content": "x"}], "assistant_context": "cd"}`, `{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": "a", "assistant_context": 3}`,
 		`{"messages": [{"role": "user", "content": 5}]}`, `{"messages": "hi"}`, `{"messages": [{}]}`, `{"n": -1}`, `{"seed": -9223372036854775808, "messages": [{"role":"user","content":""}]}`,
 	}
 	for _, sd := range seeds {

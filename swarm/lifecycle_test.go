@@ -442,12 +442,8 @@ func (m *recordingModel) EncodeText(s string) ([]int, error) {
 // alone (no behaviour log-probs, so the trainer computes them), the answer
 // is the continuation after it, and bad uses are 400s naming the field.
 func TestAssistantPrefix(t *testing.T) {
-	inner, _ := NewPresetModel("small")
-	m := &recordingModel{Model: inner}
-	ts := startServer(t, m, testTrainConfig(1, 2), nil)
+	inner, m, ts, req := prefixServer(t)
 	ctx := ctxT(t)
-	zero := 0.0
-	req := ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 6, Temperature: &zero}
 	// Bad uses first: each is refused before anything is recorded.
 	bad, err := ts.cli.BeginEpisode(ctx, BeginOptions{Type: EpisodeEval})
 	if err != nil {
@@ -459,6 +455,7 @@ func TestAssistantPrefix(t *testing.T) {
 	}{
 		{func(r *ChatRequest) { r.AssistantPrefix, r.N = "ab", 2 }, "needs n = 1"},
 		{func(r *ChatRequest) { r.AssistantPrefix, r.MaxTokens = "abcdef", 6 }, "leaves no room"},
+		{func(r *ChatRequest) { r.AssistantContext = "cd" }, "assistant_context: needs assistant_prefix"},
 	} {
 		r := req
 		tc.mod(&r)
@@ -466,6 +463,9 @@ func TestAssistantPrefix(t *testing.T) {
 		if httpStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "assistant_prefix") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want a 400 on assistant_prefix saying %q", r, err, tc.want)
 		}
+	}
+	if st, body := rawPost(t, ts.ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"assistant_prefix":"a","assistant_context":"","max_tokens":4}`, map[string]string{"Authorization": "Bearer " + bad.APIKey}); st != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body), "must not be empty") {
+		t.Errorf("empty context: %d %v", st, body)
 	}
 	if st, body := rawPost(t, ts.ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"assistant_prefix":"","max_tokens":4}`, map[string]string{"Authorization": "Bearer " + bad.APIKey}); st != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body), "must not be empty") {
 		t.Errorf("empty prefix: %d %v", st, body)
@@ -485,41 +485,7 @@ func TestAssistantPrefix(t *testing.T) {
 	}
 
 	// The forced episode and a sampled one, in one group.
-	var forcedAnswer string
-	for i, prefix := range []string{"ab", ""} {
-		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := req
-		r.AssistantPrefix = prefix
-		resp, err := ep.Chat().Create(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if prefix != "" {
-			forcedAnswer = resp.Choices[0].Message.Content
-			if resp.Usage == nil || resp.Usage.CompletionTokens > 6-2 {
-				t.Errorf("forced answer's usage %+v: the prefix counts in max_tokens", resp.Usage)
-			}
-		}
-		if err := ts.cli.EndEpisode(ctx, ep, "g", WorkflowResult{Reward: float64(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "step 1", func() bool { _, _, g := ts.s.Status(); return g == 1 })
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var forced []rl.Sample
-	n := 0
-	for _, b := range m.batches {
-		for _, s := range b {
-			n++
-			if s.Reward == 0 {
-				forced = append(forced, s)
-			}
-		}
-	}
+	forcedAnswer, forced, n := forcedGroup(t, ts, m, req, func(r *ChatRequest) { r.AssistantPrefix = "ab" })
 	if n != 2 || len(forced) != 1 {
 		t.Fatalf("trained %d samples, %d of them forced; want 2 and 1", n, len(forced))
 	}
@@ -541,4 +507,89 @@ func TestAssistantPrefix(t *testing.T) {
 	if want := string([]rune(string(tokenText(inner, g[0].Tokens)))); forcedAnswer != want { // JSON writes one U+FFFD per invalid byte
 		t.Errorf("forced answer %q, want the greedy continuation %q", forcedAnswer, want)
 	}
+}
+
+// TestAssistantContext checks assistant_context: the context extends the
+// recorded sample's prompt, the prefix alone is its action, and the answer
+// is the greedy continuation of prompt + context + prefix.
+func TestAssistantContext(t *testing.T) {
+	inner, m, ts, req := prefixServer(t)
+	ctx := ctxT(t)
+	answer, forced, _ := forcedGroup(t, ts, m, req, func(r *ChatRequest) { r.AssistantContext, r.AssistantPrefix = "cd", "ab" })
+	if len(forced) != 1 {
+		t.Fatalf("%d samples with the branch's reward, want 1", len(forced))
+	}
+	prompt, err := inner.ChatPrompt([]Message{{Role: "user", Content: "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := append(slices.Clip(prompt), 'c', 'd')
+	if f := forced[0]; !slices.Equal(f.Prompt, full) || !slices.Equal(f.Actions, []int{'a', 'b'}) || f.LogProbs != nil {
+		t.Errorf("sample: prompt %v actions %v log-probs %v, want prompt %v, actions [97 98], no log-probs", f.Prompt, f.Actions, f.LogProbs, full)
+	}
+	g, err := inner.Generate(ctx, [][]int{append(slices.Clip(full), 'a', 'b')}, GenerateOptions{MaxTokens: 4, Rand: []*rand.Rand{rand.New(rand.NewPCG(1, 2))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := string([]rune(string(tokenText(inner, g[0].Tokens)))); answer != want {
+		t.Errorf("answer %q, want the greedy continuation %q", answer, want)
+	}
+}
+
+// forcedGroup runs one GRPO group of two episodes on ts: the first asks req
+// changed by branch and ends with reward 0, the second asks req as it is
+// and ends with reward 1. The first answer may use at most max_tokens − 2
+// tokens (a two-token prefix counts in max_tokens, a context does not).
+// After the training step it returns the first answer's content, the
+// trained samples with reward 0 and the number of samples trained on.
+func forcedGroup(t *testing.T, ts *testServer, m *recordingModel, req ChatRequest, branch func(*ChatRequest)) (string, []rl.Sample, int) {
+	t.Helper()
+	ctx := ctxT(t)
+	var answer string
+	for i := range 2 {
+		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := req
+		if i == 0 {
+			branch(&r)
+		}
+		resp, err := ep.Chat().Create(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			answer = resp.Choices[0].Message.Content
+			if u := resp.Usage; u == nil || u.CompletionTokens > req.MaxTokens-2 {
+				t.Errorf("usage %+v of %+v: the prefix counts in max_tokens %d, a context does not", u, r, req.MaxTokens)
+			}
+		}
+		if err := ts.cli.EndEpisode(ctx, ep, "g", WorkflowResult{Reward: float64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "step 1", func() bool { _, _, g := ts.s.Status(); return g == 1 })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var forced []rl.Sample
+	n := 0
+	for _, b := range m.batches {
+		for _, s := range b {
+			n++
+			if s.Reward == 0 {
+				forced = append(forced, s)
+			}
+		}
+	}
+	return answer, forced, n
+}
+
+// prefixServer starts a server whose model records its training batches,
+// with groups of two episodes, and returns a greedy request of 6 tokens.
+func prefixServer(t *testing.T) (Model, *recordingModel, *testServer, ChatRequest) {
+	inner, _ := NewPresetModel("small")
+	m := &recordingModel{Model: inner}
+	zero := 0.0
+	return inner, m, startServer(t, m, testTrainConfig(1, 2), nil), ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 6, Temperature: &zero}
 }

@@ -46,6 +46,9 @@ type chatRequestIn struct {
 	} `json:"stream_options"`
 	// AssistantPrefix is troupe's extension: the answer's forced start.
 	AssistantPrefix *string `json:"assistant_prefix"`
+	// AssistantContext is troupe's extension: answer text given before
+	// the forced prefix, part of the recorded sample's prompt.
+	AssistantContext *string `json:"assistant_context"`
 }
 
 // ChatLogProb is one entry of an OpenAI logprobs.content list.
@@ -250,6 +253,7 @@ type chatParams struct {
 	usage       bool
 	model       string
 	prefix      *string // assistant_prefix
+	context     *string // assistant_context
 }
 
 func (s *Server) parseChat(body []byte, maxResp int) (*chatParams, *apiError) {
@@ -340,6 +344,15 @@ func (s *Server) parseChat(body []byte, maxResp int) (*chatParams, *apiError) {
 		}
 		p.prefix = req.AssistantPrefix
 	}
+	if req.AssistantContext != nil {
+		switch {
+		case *req.AssistantContext == "":
+			return nil, badRequest("assistant_context", "must not be empty")
+		case p.prefix == nil:
+			return nil, badRequest("assistant_context", "needs assistant_prefix (the action it is the context of)")
+		}
+		p.context = req.AssistantContext
+	}
 	return p, nil
 }
 
@@ -406,13 +419,27 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A forced prefix: its tokens are the recorded sample's actions, the
-	// generation continues after them (the budget counts them).
+	// generation continues after them (the budget counts them). A context
+	// before it extends the prompt: given, neither sampled nor trained.
 	var forced []int
 	if p.prefix != nil {
 		enc, ok := s.model.(TextEncoder)
 		if !ok {
 			openaiError(w, badRequest("assistant_prefix", "model %q cannot encode text (it does not implement swarm.TextEncoder)", s.model.Name()))
 			return
+		}
+		if p.context != nil {
+			given, err := enc.EncodeText(*p.context)
+			if err != nil || len(given) == 0 {
+				openaiError(w, badRequest("assistant_context", "cannot be encoded: %v", err))
+				return
+			}
+			if len(prompt)+len(given) > tc.MaxPromptTokens {
+				openaiError(w, &apiError{status: http.StatusBadRequest, param: "assistant_context", code: "context_length_exceeded",
+					msg: fmt.Sprintf("prompt and assistant_context have %d tokens, more than the limit of %d", len(prompt)+len(given), tc.MaxPromptTokens)})
+				return
+			}
+			prompt = append(slices.Clip(prompt), given...)
 		}
 		if forced, err = enc.EncodeText(*p.prefix); err != nil || len(forced) == 0 {
 			openaiError(w, badRequest("assistant_prefix", "cannot be encoded: %v", err))
