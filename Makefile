@@ -56,7 +56,7 @@ demo:
 	$(GO) run ./examples/translation -quick -out out/demo/translation
 
 # The same jobs at full size (finance-risk about 3-5 minutes, translation about
-# 6-8 minutes on 2 cores: 384.8 s, 430.9 s, 390.5 s, 370.4 s and 475.1 s measured, notes/translation.md R18, R21, R22, R25); reports
+# 6-8 minutes on 2 cores: 384.8 s, 430.9 s, 390.5 s, 370.4 s, 475.1 s and 449.8 s measured, notes/translation.md R18, R21, R22, R25, R26); reports
 # land in out/
 demo-full:
 	$(GO) run ./cmd/demo

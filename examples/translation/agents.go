@@ -68,9 +68,18 @@ func msgsDetect(en, gloss, rough string) []tokenizer.Message {
 // agent 2 then starts from checkerErrors and has to learn where the
 // checker is wrong (a glossary entry the translators did not use), which
 // is what its reward pays for beyond the checker.
+//
+// With Quotes (-hint-quotes) each entry's English is quoted, "degrees of
+// freedom"=自由度, so that it follows a quote as in agent 2's answer
+// ("original_word":"degrees of freedom"). Unquoted it follows a space, and
+// the GPT-2-style pre-tokenizer keeps a word's leading space in its chunk:
+// " already" and "already" are different tokens, so agent 2's pointer head
+// cannot copy the term's first token into its answer and the vocabulary
+// head has to write it (notes/translation.md R26).
 type glossaryHinter struct {
-	G     *corpus.Glossary
-	Marks bool
+	G      *corpus.Glossary
+	Marks  bool
+	Quotes bool
 }
 
 func (h glossaryHinter) hint(en, rough string) string {
@@ -81,6 +90,9 @@ func (h glossaryHinter) hint(en, rough string) string {
 	parts := make([]string, 0, 3)
 	for _, t := range terms {
 		p := t.En + "=" + t.Zh
+		if h.Quotes {
+			p = `"` + t.En + `"=` + t.Zh
+		}
 		if h.Marks {
 			if strings.Contains(rough, t.Zh) {
 				p += " (found)"

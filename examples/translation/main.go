@@ -37,6 +37,10 @@ type env struct {
 	crossRough map[string]string
 	// crossGroups counts the GRPO groups given crossRough's inputs.
 	crossGroups atomic.Int64
+	// branchGroups and branchBetter count -branch-large's groups with a
+	// branch position and those where a token other than the greedy one
+	// valued higher there (branchRollout).
+	branchGroups, branchBetter atomic.Int64
 	rolloutOptions
 }
 
@@ -100,22 +104,39 @@ type rolloutOptions struct {
 	// of its better branch at -vine-temp: the gradient of a logistic loss
 	// on "which branch is better", weighted by |Q₀ − Q₁|.
 	vineLogistic bool
+	// branchLarge adds this many branch rollouts of agent 2 to each task's
+	// GRPO group (branchRollout): its greedy answer branched at the token
+	// that names its first item's term, each branch continued greedily.
+	branchLarge int
+	// branchScale multiplies each branch's centred value in its reward.
+	branchScale float64
+}
+
+// largeContext is the larger model's context length (-large-max-len, or
+// -max-len).
+func (o *options) largeContext() int {
+	if o.largeMaxLen > 0 {
+		return o.largeMaxLen
+	}
+	return o.maxLen
 }
 
 type options struct {
 	quick                           bool
 	smallDim, smallLayers, largeDim int
 	largeLayers, maxLen, vocab      int
-	warmSteps, warmBatch            int
-	largeWarmSteps                  int
-	learnedPos                      bool
-	warmLR, rlLR, klSmall, klLarge  float64
-	rlOpt, rlOptLarge               string
-	rlLRLarge                       float64
-	steps, batch, repeats           int
-	ports, servers, out             string
-	evalN, maxEn, maxZh             int
-	seed, rlSeed                    uint64
+	// largeMaxLen is the larger model's context length (0: maxLen).
+	largeMaxLen                    int
+	warmSteps, warmBatch           int
+	largeWarmSteps                 int
+	learnedPos                     bool
+	warmLR, rlLR, klSmall, klLarge float64
+	rlOpt, rlOptLarge              string
+	rlLRLarge                      float64
+	steps, batch, repeats          int
+	ports, servers, out            string
+	evalN, maxEn, maxZh            int
+	seed, rlSeed                   uint64
 	rolloutOptions
 	sweep             bool
 	pool              string // comma-separated run directories to pool (-pool)
@@ -139,6 +160,7 @@ type options struct {
 	hardFrac             float64
 	evalSplit            string
 	hintMarks            bool
+	hintQuotes           bool
 	noStd                bool
 	entropy              float64
 	ptxSmall, ptxLarge   int
@@ -173,7 +195,8 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.largeCopy, "large-copy", 32, "pointer (copy) head width of the larger model (0: none)")
 	fs.IntVar(&o.largeDim, "large-dim", 96, "width of the larger model (agent 2)")
 	fs.IntVar(&o.largeLayers, "large-layers", 3, "layers of the larger model")
-	fs.IntVar(&o.maxLen, "max-len", 128, "context length of both models")
+	fs.IntVar(&o.maxLen, "max-len", 128, "context length of the small model, and of the larger one unless -large-max-len")
+	fs.IntVar(&o.largeMaxLen, "large-max-len", 0, "context length of the larger model (0: -max-len); agent 2's prompt (sentence, glossary entries, rough translation) is the longest, and what it leaves of the context bounds its JSON answer")
 	fs.IntVar(&o.vocab, "vocab", 768, "BPE vocabulary size")
 	fs.BoolVar(&o.splitHan, "split-han", false, "BPE merges stay within one Chinese character (each Han character is its own pre-tokenization chunk), so a term such as 长度 is the same tokens in the glossary hint and inside 的长度")
 	fs.IntVar(&o.warmSteps, "warm-steps", 4000, "supervised warm-start steps of the small model (agents 1 and 3)")
@@ -211,7 +234,8 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.roughTasks, "rough-tasks", 0, "train sentences agent 1 translates for the warm start of agents 2 and 3 (0: all)")
 	fs.Float64Var(&o.hardFrac, "hard-frac", 0.5, "fraction of each GRPO batch drawn from error-prone train sentences (the warm-start rough translation misses a glossary term)")
 	fs.BoolVar(&o.rawCorrections, "raw-corrections", false, "pass agent 2's answer to agent 3 as written, without the client's validation (invalid JSON becomes [], items that ask for nothing are dropped)")
-	fs.BoolVar(&o.hintMarks, "hint-marks", false, "mark each glossary entry of agent 2's prompt (found) or (missing) in the rough translation, the string-matching checker's verdict")
+	fs.BoolVar(&o.hintQuotes, "hint-quotes", true, "quote the English of each glossary entry in agent 2's prompt (\"already\"=已经), so that its tokens are those of the answer's \"original_word\":\"already\" (after a space the pre-tokenizer makes \" already\" other tokens) and the pointer head can copy the term whole")
+	fs.BoolVar(&o.hintMarks, "hint-marks", true, "mark each glossary entry of agent 2's prompt (found) or (missing) in the rough translation, the string-matching checker's verdict")
 	fs.StringVar(&o.evalSplit, "eval-split", "test", "split the report evaluates: test, val (for choosing settings without looking at the test split), or train (a diagnostic: every 8th train sentence, ones the warm starts learned from, to compare the RL phase's inputs with held-out ones)")
 	fs.BoolVar(&o.noStd, "no-std", false, "GRPO advantages r − mean without the group-std division (Dr. GRPO, Liu et al. 2025)")
 	fs.Float64Var(&o.entropy, "entropy", 0, "GRPO entropy bonus coefficient of both models")
@@ -235,10 +259,12 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.scstSmall, "scst-small", false, "self-critical baseline for agent 3, as -scst-large: the final translation's reward is its quality minus that of the small model's greedy final translation of the same prompt, not group-centred (needs agent 1's turns untrained, -no-train-rough, the default)")
 	fs.BoolVar(&o.vineLarge, "vine-large", false, "credit agent 2's first decision directly (\"vine\" rollouts, Schulman et al. 2015): each task's GRPO group of agent 2 gets two more episodes on agent 1's greedy rough translation, agent 2's answer forced to start with \"[]\" and with a list's first token (the swarm server's assistant_prefix) and continued greedily; each is rewarded by its continuation's detection reward and trains the forced token alone. With -servers, the larger model's server needs num_repeat = -repeats + 2")
 	fs.Float64Var(&o.vineScale, "vine-scale", 1, "with -vine-large, multiply each branch pair's reward difference by this (the pair's rewards m ± scale·w·(Q0-Q1)/2)")
-	fs.BoolVar(&o.vineMask, "vine-mask", false, "leave agent 2's first answer token out of the loss of its sampled episodes: the token becomes part of the sample's prompt, so that only the branch pairs of -vine-large train the first decision, or, without -vine-large, nothing does and RL trains the answers given their first token (the sampled episodes, drawn at -rl-temp-large, follow that temperature's objective, which for this decision points away from greedy decoding's: notes/translation.md R22/R23)")
+	fs.BoolVar(&o.vineMask, "vine-mask", true, "leave agent 2's first answer token out of the loss of its sampled episodes: the token becomes part of the sample's prompt, so that only the branch pairs of -vine-large train the first decision, or, without -vine-large, nothing does and RL trains the answers given their first token (the sampled episodes, drawn at -rl-temp-large, follow that temperature's objective, which for this decision points away from greedy decoding's: notes/translation.md R22/R23)")
 	fs.BoolVar(&o.vineHard, "vine-hard", true, "with -vine-large, let the branch pairs of error-prone tasks (-hard-frac) count too; false: only the tasks drawn at random from the train split (as the evaluation's are) credit the first decision, whose best answer depends on how often inputs have an error, and the error-prone tasks' pairs get no weight")
 	fs.BoolVar(&o.vineLogistic, "vine-logistic", false, "with -vine-large, weight each branch pair by 2(1-q), q the probability of its better branch among the two first tokens at -vine-temp: the gradient of a logistic loss on which branch is better, weighted by how much better, whose optimum answers \"[]\" where the expected difference favours it (instead of 4q(1-q), the expected reward's)")
 	fs.Float64Var(&o.vineTemp, "vine-temp", 0.1, "with -vine-large, weight each task's branch pair by 4q(1-q), q the probability of \"[]\" among the two first tokens at this temperature, so that the pair follows the expected reward of that decision made at this temperature (close to greedy decoding's for small values); 0: every pair counts fully")
+	fs.IntVar(&o.branchLarge, "branch-large", 0, "add this many branch rollouts of agent 2 to each task's GRPO group (0: none): its greedy answer to agent 1's greedy rough translation is branched at the first token after its first \"original_word\":\" (the token that picks the glossary term an item is about), each of that position's most likely tokens forced there (the swarm server's assistant_context and assistant_prefix) and continued greedily; each branch trains its one token, rewarded by how much better its continuation's detection reward is than the branches' mean (VinePPO-style rollouts from an intermediate state). With -servers, the larger model's server needs num_repeat = -repeats + this (+ 2 with -vine-large)")
+	fs.Float64Var(&o.branchScale, "branch-scale", 1, "with -branch-large, multiply each branch's centred value by this in its reward")
 	fs.BoolVar(&o.skipEqualLarge, "skip-equal-large", false, "drop the larger model's GRPO groups whose rewards are all equal (zero advantage) from its loss, so they do not dilute the informative ones (DAPO's dynamic sampling without the resampling, Yu et al. 2025)")
 	fs.BoolVar(&o.tempered, "tempered", false, "score each RL sample's tokens at the temperature it was sampled at (log softmax(logits/τ)), the policy that drew it, not at temperature 1: with agent 2 sampled at -rl-temp-large 0.5, its near-certain tokens then carry no advantage noise (rl/policies.LM.Tempered); greedy evaluation is unchanged by τ")
 	fs.BoolVar(&o.calibration, "calibration", false, "measure agent 2's first decision (answer [] or open a list) before and after RL: the greedy reward and the expected sampled reward at temperatures 1, 0.5, 0.25 and 0.1 against a bias added to log p(\"[]\") at the first answer token, on the warm start's inputs; a section of report.md and calibration.png (60–80 s per detector at full size)")
@@ -334,6 +360,9 @@ func logf(f string, a ...any) {
 // defaults that depend on others (-batch-large, -rl-opt-large, the learning
 // rates, -rl-temp-large).
 func (o *options) check() error {
+	if o.largeMaxLen < 0 || (o.largeMaxLen > 0 && o.largeMaxLen < 32) {
+		return fmt.Errorf("-large-max-len %d: want 0 (-max-len) or at least 32", o.largeMaxLen)
+	}
 	if o.noTrainFinal && o.noTrainRough {
 		return errors.New("-no-train-final and -no-train-rough (on by default) together leave the small model nothing to train on: add -no-train-rough=false")
 	}
@@ -348,6 +377,15 @@ func (o *options) check() error {
 	}
 	if o.vineLarge && (o.sharedReward || o.scstLarge || o.jointSmall) {
 		return errors.New("-vine-large rewards agent 2's branches by its own detection grader in its group-centred GRPO: not with -shared-reward, -scst-large or -joint-small")
+	}
+	if o.branchLarge < 0 || o.branchLarge > 20 {
+		return errors.New("-branch-large wants 0 to 20 branches (the alternatives come from the top 20 log-probabilities)")
+	}
+	if o.branchLarge > 0 && (o.sharedReward || o.scstLarge || o.jointSmall) {
+		return errors.New("-branch-large rewards agent 2's branches by its own detection grader in its group-centred GRPO: not with -shared-reward, -scst-large or -joint-small")
+	}
+	if o.branchScale != 1 && o.branchLarge == 0 {
+		return errors.New("-branch-scale needs -branch-large")
 	}
 	if (o.vineScale != 1 || !o.vineHard || o.vineLogistic) && !o.vineLarge {
 		return errors.New("-vine-scale, -vine-hard and -vine-logistic need -vine-large")
@@ -461,7 +499,7 @@ func run(o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxDetTok: 80, hint: glossaryHinter{G: d.Glossary, Marks: o.hintMarks}, maxRough: 2 * o.maxZh, rolloutOptions: o.rolloutOptions}
+	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms}, maxTok: 40, maxDetTok: 80, hint: glossaryHinter{G: d.Glossary, Marks: o.hintMarks, Quotes: o.hintQuotes}, maxRough: 2 * o.maxZh, rolloutOptions: o.rolloutOptions}
 	if o.vineLarge {
 		if e.vinePrefixes, err = firstTokens(tok); err != nil {
 			return nil, err
@@ -523,6 +561,7 @@ func run(o options) (*report, error) {
 		}
 	}
 	rep.crossGroups = e.crossGroups.Load()
+	rep.branchGroups, rep.branchBetter = e.branchGroups.Load(), e.branchBetter.Load()
 	rep.seconds = time.Since(t0).Seconds()
 	if err := rep.write(o.out); err != nil {
 		return nil, err

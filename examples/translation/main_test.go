@@ -4,17 +4,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/google/go-cmp/cmp"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/troupe-ml/troupe/examples/translation/corpus"
 	"github.com/troupe-ml/troupe/examples/translation/grader"
+	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm"
 )
 
 // quickOptions are the command line's options with -quick, as
@@ -310,6 +315,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
+		{[]string{"-large-max-len", "-1"}, "-large-max-len"},
+		{[]string{"-large-max-len", "16"}, "-large-max-len"},
 		{[]string{"-no-train-final"}, "-no-train-rough=false"},
 		{[]string{"-group-inputs", "-joint-small"}, "-joint-small"},
 		{[]string{"-rl-opt", "adam"}, `"adam"`},
@@ -571,17 +578,66 @@ func TestFinalExampleTargets(t *testing.T) {
 func TestGlossaryHint(t *testing.T) {
 	g := corpus.NewGlossary([]corpus.Term{{En: "degrees of freedom", Zh: "自由度"}, {En: "freedom", Zh: "自由"}, {En: "matrix", Zh: "矩阵"}})
 	for _, c := range []struct {
-		en, rough string
-		marks     bool
-		want      string
+		en, rough     string
+		marks, quotes bool
+		want          string
 	}{
-		{"%d degrees of freedom in the matrix", "", false, "Glossary: degrees of freedom=自由度; matrix=矩阵"},
-		{"no terms here", "", false, "Glossary: none"},
-		{"%d degrees of freedom in the matrix", "矩阵里有%d个自由", true, "Glossary: degrees of freedom=自由度 (missing); matrix=矩阵 (found)"},
-		{"no terms here", "矩阵", true, "Glossary: none"},
+		{"%d degrees of freedom in the matrix", "", false, false, "Glossary: degrees of freedom=自由度; matrix=矩阵"},
+		{"no terms here", "", false, false, "Glossary: none"},
+		{"%d degrees of freedom in the matrix", "矩阵里有%d个自由", true, false, "Glossary: degrees of freedom=自由度 (missing); matrix=矩阵 (found)"},
+		{"no terms here", "矩阵", true, false, "Glossary: none"},
+		{"%d degrees of freedom in the matrix", "", false, true, `Glossary: "degrees of freedom"=自由度; "matrix"=矩阵`},
+		{"%d degrees of freedom in the matrix", "矩阵", true, true, `Glossary: "degrees of freedom"=自由度 (missing); "matrix"=矩阵 (found)`},
 	} {
-		if got := (glossaryHinter{G: g, Marks: c.marks}).hint(c.en, c.rough); got != c.want {
-			t.Errorf("hint(%q, %q) with marks %v = %q, want %q", c.en, c.rough, c.marks, got, c.want)
+		if got := (glossaryHinter{G: g, Marks: c.marks, Quotes: c.quotes}).hint(c.en, c.rough); got != c.want {
+			t.Errorf("hint(%q, %q) with marks %v, quotes %v = %q, want %q", c.en, c.rough, c.marks, c.quotes, got, c.want)
+		}
+	}
+}
+
+// TestHintQuotesTokens checks why -hint-quotes exists: with the English of
+// a glossary entry quoted, its tokens in agent 2's prompt are the tokens
+// the answer writes in "original_word", so the pointer head can copy them;
+// unquoted, the pre-tokenizer keeps the space before the term in its first
+// chunk and the first token differs.
+func TestHintQuotesTokens(t *testing.T) {
+	g := corpus.NewGlossary([]corpus.Term{{En: "already", Zh: "已经"}, {En: "degrees of freedom", Zh: "自由度"}})
+	texts := []string{"DLL %s already loaded", "%d degrees of freedom", "already", "degrees of freedom=自由度"}
+	for range 20 {
+		// Both spellings are frequent, as in the real data: the term
+		// inside sentences (after a space) and in the answers' JSON.
+		texts = append(texts, "it was already there with %d degrees of freedom")
+		texts = append(texts, errorsJSON([]grader.TermError{{OriginalWord: "already", CorrectTranslation: "已经"}, {OriginalWord: "degrees of freedom", CorrectTranslation: "自由度"}}))
+	}
+	tok, err := tokenizer.Train(texts, tokenizer.TrainOptions{VocabSize: 320})
+	if err != nil {
+		t.Fatal(err)
+	}
+	contains := func(hay, needle []int) bool {
+		for i := 0; i+len(needle) <= len(hay); i++ {
+			if slices.Equal(hay[i:i+len(needle)], needle) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, term := range []string{"already", "degrees of freedom"} {
+		answer := tok.Encode(errorsJSON([]grader.TermError{{OriginalWord: term, CorrectTranslation: "x"}}))
+		// The term's tokens as the answer writes them: after `"original_word":"`.
+		key := tok.Encode(`[{"original_word":"`)
+		if !slices.Equal(answer[:len(key)], key) {
+			t.Fatalf("the answer %v does not start with the key's tokens %v", answer, key)
+		}
+		inAnswer := tok.Encode(term)
+		if !slices.Equal(answer[len(key):len(key)+len(inAnswer)], inAnswer) {
+			t.Fatalf("%q: the answer's tokens %v do not continue with the term's %v", term, answer[len(key):], inAnswer)
+		}
+		en := "x " + term
+		for _, quotes := range []bool{true, false} {
+			hint := tok.Encode(glossaryHinter{G: g, Quotes: quotes}.hint(en, ""))
+			if got := contains(hint, inAnswer); got != quotes {
+				t.Errorf("%q, quotes %v: the hint's tokens %v contain the answer's %v: %v, want %v", term, quotes, hint, inAnswer, got, quotes)
+			}
 		}
 	}
 }
@@ -849,6 +905,86 @@ func TestHeldOut(t *testing.T) {
 		}
 		if got := float64(n) / float64(len(en)); math.Abs(got-f) > 0.01 {
 			t.Errorf("fraction held out at %g: %.4f", f, got)
+		}
+	}
+}
+
+// TestBranchPoint checks where -branch-large branches agent 2's greedy
+// answer: after the first "original_word":", with the top tokens there
+// that are whole text, at most k; nowhere in "[]" or when the key ends the
+// answer.
+func TestBranchPoint(t *testing.T) {
+	top := func(toks ...string) []swarm.ChatTopProb {
+		var out []swarm.ChatTopProb
+		for _, s := range toks {
+			out = append(out, swarm.ChatTopProb{Token: s})
+		}
+		return out
+	}
+	list := []swarm.ChatLogProb{{Token: `[{"`}, {Token: "original"}, {Token: `_word":"`}, {Token: "ch", TopLogProbs: top("ch", "", "s", "\uFFFD", "vec", "t")}, {Token: "ar"}, {Token: `","wrong`}}
+	for _, tc := range []struct {
+		name    string
+		content []swarm.ChatLogProb
+		k       int
+		given   string
+		at      int
+		alts    []string
+	}{
+		{"list", list, 3, `[{"original_word":"`, 3, []string{"ch", "s", "vec"}},
+		{"list, k above the usable tokens", list, 9, `[{"original_word":"`, 3, []string{"ch", "s", "vec", "t"}},
+		{"empty", []swarm.ChatLogProb{{Token: "[]", TopLogProbs: top("[]", `[{"`)}}, 3, "", 0, nil},
+		{"key at the end", list[:3], 3, "", 0, nil},
+	} {
+		given, at, alts := branchPoint(tc.content, tc.k)
+		if given != tc.given || at != tc.at || !slices.Equal(alts, tc.alts) {
+			t.Errorf("%s: got %q %d %q, want %q %d %q", tc.name, given, at, alts, tc.given, tc.at, tc.alts)
+		}
+	}
+}
+
+// TestBranchRewards checks the branch episodes' rewards: centred values
+// around the sampled episodes' mean, scaled, and the mean itself for the
+// episodes without a branch.
+func TestBranchRewards(t *testing.T) {
+	got := branchRewards(0.25, 2, []float64{0, 1, 0.5}, 4)
+	want := []float64{0.25 - 1, 0.25 + 1, 0.25, 0.25}
+	if d := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-12)); d != "" {
+		t.Errorf("rewards (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]float64{0.5, 0.5}, branchRewards(0.5, 1, nil, 2)); d != "" {
+		t.Errorf("no branches (-want +got):\n%s", d)
+	}
+}
+
+// TestQuickRunBranch runs -branch-large end to end (the larger model's
+// groups grow by the branches) and checks its flag errors.
+func TestQuickRunBranch(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	for _, args := range [][]string{{"-branch-large", "2", "-batch-large", "3"}, {"-branch-large", "3", "-branch-scale", "2", "-vine-large", "-group-inputs"}} {
+		out := t.TempDir()
+		o := quickOptions(t, out, args...)
+		rep, err := run(o)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		// One step per round: the server's groups are the task's
+		// sampled episodes and its branches together.
+		if last := rep.steps[len(rep.steps)-1]; last.GlobalLarge != int64(o.steps) {
+			t.Errorf("%v: larger model trained %d steps in %d rounds", args, last.GlobalLarge, o.steps)
+		}
+		if rep.untrained != [2]int64{} || rep.trained[1] == 0 {
+			t.Errorf("%v: servers trained on %v episodes and left %v untrained, want none left", args, rep.trained, rep.untrained)
+		}
+		b, _ := os.ReadFile(filepath.Join(out, "report.md"))
+		if want := fmt.Sprintf("credited by %s branch rollouts per task (-branch-large", args[1]); !strings.Contains(string(b), want) {
+			t.Errorf("%v: report lacks %q", args, want)
+		}
+	}
+	for _, bad := range [][]string{{"-branch-large", "-1"}, {"-branch-large", "21"}, {"-branch-large", "2", "-shared-reward"}, {"-branch-large", "2", "-scst-large"}, {"-branch-scale", "2"}} {
+		if _, err := run(quickOptions(t, t.TempDir(), bad...)); err == nil || !strings.Contains(err.Error(), "-branch-") {
+			t.Errorf("%v: error %v, want one naming a -branch- flag", bad, err)
 		}
 	}
 }

@@ -19,11 +19,19 @@ type stepRow struct {
 }
 
 type report struct {
-	opts                    options
-	lossSmall, lossLarge    float64
-	nTrain, nTest           int
-	nHeldOut                int   // RL tasks held out of agent 2's warm start (-rl-holdout), of every warm start (-rl-split) or of -rl-crossfit's second small model
-	crossGroups             int64 // GRPO groups given -rl-crossfit's inputs
+	opts                 options
+	lossSmall, lossLarge float64
+	nTrain, nTest        int
+	nHeldOut             int   // RL tasks held out of agent 2's warm start (-rl-holdout), of every warm start (-rl-split) or of -rl-crossfit's second small model
+	crossGroups          int64 // GRPO groups given -rl-crossfit's inputs
+	// branchGroups counts -branch-large's GRPO groups whose greedy answer
+	// had a branch position; branchBetter those where another token there
+	// beat the greedy one.
+	branchGroups, branchBetter int64
+	// trained and untrained count each local server's finished training
+	// episodes that a GRPO step used, and those it dropped or still held
+	// when the RL phase ended (0 unless its group size is wrong).
+	trained, untrained      [2]int64
 	aloneBefore, flowBefore metrics
 	aloneAfter, flowAfter   metrics
 	steps                   []stepRow
@@ -104,7 +112,7 @@ func (r *report) write(dir string) error {
 		baselines = fmt.Sprintf(" (self-critical for %s: minus the greedy answer's score, not group-centred)", strings.Join(scst, " and "))
 	}
 	fmt.Fprintf(&b, "RL phase: %d GRPO steps of %d tasks × %d repeats per server; small model %s lr %g, KL β %g; larger model %s lr %g%s, KL β %g, %d tasks per step, %d pass(es) per batch, %s-level loss%s; rollout temperature %g (agent 2: %g)%s; agent 2 rewarded by %s; difference rewards %v%s; agent 1's turns trained %v.\n\n",
-		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, map[bool]string{true: ", samples scored at their sampling temperature (-tempered)"}[o.tempered], det+vineDesc(o.rolloutOptions), o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
+		o.steps, o.batch, o.repeats, o.rlOpt, o.rlLR, o.klSmall, o.rlOptLarge, o.rlLRLarge, map[bool]string{true: " (cosine to 0)"}[o.cosineLarge], o.klLarge, o.batchLarge, o.epochsLarge, o.aggLarge, map[bool]string{true: " on above-mean answers only"}[o.positiveLarge], o.rlTemp, o.rlTempLarge, map[bool]string{true: ", samples scored at their sampling temperature (-tempered)"}[o.tempered], det+vineDesc(o.rolloutOptions)+r.branchDesc(), o.counterfactual, baselines, o.jointSmall || !o.noTrainRough)
 	split := map[string]string{"val": "validation", "train": "train"}[r.opts.evalSplit]
 	if split == "" {
 		split = "test"
@@ -123,6 +131,9 @@ func (r *report) write(dir string) error {
 		seen = "every 8th, sentences the warm starts learned from: a diagnostic, not held out"
 	}
 	fmt.Fprintf(&b, "Tasks: %d train%s, %d %s (%s split, %s). Wall time %.1f s.\n\n", r.nTrain, held, r.nTest, split, split, seen, r.seconds)
+	if r.trained != [2]int64{} {
+		fmt.Fprintf(&b, "GRPO trained on %d episodes of the small model and %d of the larger one; %d and %d finished episodes were dropped or left untrained.\n\n", r.trained[0], r.trained[1], r.untrained[0], r.untrained[1])
+	}
 	fmt.Fprintf(&b, "Warm-start final loss (mean of last 20 steps; -1 = loaded from cache): small %.3f, large %.3f\n\n", r.lossSmall, r.lossLarge)
 	fmt.Fprintf(&b, "## %s split (greedy decoding)\n\n", strings.ToUpper(split[:1])+split[1:])
 	fmt.Fprintf(&b, "| system | chrF | placeholder acc | term acc | rule violations/sent | quality reward | det P | det R | det F1 | JSON valid | detection reward | <final_result> rate |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -273,6 +284,18 @@ func (r *report) writeCalibration(b *strings.Builder, dir, split string) error {
 
 // vineDesc describes -vine-large and its options for the report's RL line
 // ("" without it).
+// branchDesc describes -branch-large's rollouts for the report's RL line.
+func (r *report) branchDesc() string {
+	if r.opts.branchLarge == 0 {
+		return ""
+	}
+	sc := ""
+	if r.opts.branchScale != 1 {
+		sc = fmt.Sprintf(", scaled by %g", r.opts.branchScale)
+	}
+	return fmt.Sprintf(", and the term its first item names credited by %d branch rollouts per task (-branch-large%s: %d groups had a list to branch, in %d of them another token beat the greedy one)", r.opts.branchLarge, sc, r.branchGroups, r.branchBetter)
+}
+
 func vineDesc(o rolloutOptions) string {
 	if !o.vineLarge {
 		if o.vineMask {

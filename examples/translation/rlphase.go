@@ -75,6 +75,7 @@ func (o *options) startServers(e *env, w *warmed, d *corpus.Dataset, rlSeed uint
 				if o.vineLarge {
 					cfg.NumRepeat += 2 // the two branch rollouts of each task
 				}
+				cfg.NumRepeat += o.branchLarge // -branch-large's branches
 			}
 			if i == 0 && !o.jointSmall && !o.noTrainFinal && !o.noTrainRough {
 				cfg.BatchSize = 2 * o.batch // a group for agent 1 and one for agent 3 per task
@@ -206,8 +207,10 @@ func (o *options) rlPhase(e *env, w *warmed, servers []*swarm.Server, clients []
 		}
 	}
 	if local {
-		for _, s := range servers {
+		for i, s := range servers {
 			s.Stop()
+			a := s.Accounting()
+			rep.trained[i], rep.untrained[i] = a.TrainedEpisodes, a.Dropped+a.Buffered
 		}
 		if o.selectEvery > 0 {
 			sel.restore()

@@ -288,15 +288,27 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 		}
 		taskID := fmt.Sprintf("r%d-t%d", round, ti)
 		var vg *vineGroup
-		if e.vineLarge {
+		if e.vineLarge || e.branchLarge > 0 {
 			vg = &vineGroup{}
 			vg.wg.Add(repeats)
+		}
+		// The branch rollouts of -vine-large and -branch-large. If one
+		// fails, the task's group can no longer complete: the round fails
+		// (the server would wait for it).
+		for _, b := range []struct {
+			on  bool
+			run func() error
+		}{
+			{e.vineLarge, func() error { return e.vineRollout(ctx, clients, t, in, taskID, vg, credit[ti]) }},
+			{e.branchLarge > 0, func() error { return e.branchRollout(ctx, clients, t, in, taskID, vg) }},
+		} {
+			if !b.on {
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := e.vineRollout(ctx, clients, t, in, taskID, vg, credit[ti]); err != nil {
-					// The task's group can no longer complete: the
-					// round fails (the server would wait for it).
+				if err := b.run(); err != nil {
 					mu.Lock()
 					if vineErr == nil {
 						vineErr = fmt.Errorf("branch rollouts of task %d: %w", ti, err)
@@ -436,17 +448,10 @@ func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, 
 	cl := []*swarm.Client{clients[0], clients[1], clients[1], clients[1]}
 	opts := []swarm.BeginOptions{{Type: swarm.EpisodeEval}, {Type: swarm.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent2"}}
 	_, err := swarm.RunWorkflow(ctx, cl, opts, taskID+"/vine", func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
-		rough := ""
-		if in != nil {
-			rough = in.Rough
-		} else {
-			var err error
-			if rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, 0, 0); err != nil {
-				return nil, err
-			}
+		w, msgs, err := e.branchInput(ctx, eps[0], t, in)
+		if err != nil {
+			return nil, err
 		}
-		w := workflowRun{Rough: rough, Given: clip(rough, e.maxRough)}
-		msgs := msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given)
 		var lp [2]float64 // the two first tokens' log-probabilities, when weighted
 		if counts && e.vineTemp > 0 {
 			var err error
@@ -479,6 +484,24 @@ func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, 
 		return res, nil
 	})
 	return err
+}
+
+// branchInput is agent 2's prompt for the branch rollouts of task t (vine
+// pairs and -branch-large): on the group's greedy rough translation
+// in.Rough, or without shared inputs on agent 1's greedy translation,
+// asked for on the evaluation episode ep.
+func (e *env) branchInput(ctx context.Context, ep *swarm.Episode, t task, in *groupInputs) (workflowRun, []tokenizer.Message, error) {
+	rough := ""
+	if in != nil {
+		rough = in.Rough
+	} else {
+		var err error
+		if rough, err = chat(ctx, ep, msgsTranslate(t.En), e.maxTok, 0, 0); err != nil {
+			return workflowRun{}, nil, err
+		}
+	}
+	w := workflowRun{Rough: rough, Given: clip(rough, e.maxRough)}
+	return w, msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given), nil
 }
 
 // pairWeight is the weight of a branch pair whose first tokens have

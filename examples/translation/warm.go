@@ -692,6 +692,9 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h gloss
 	if h.Marks {
 		extra += "|marks"
 	}
+	if h.Quotes {
+		extra += "|quotes"
+	}
 	base := cfg.cachePath("large", tok, extra)
 	tj, _ := tok.MarshalJSON()
 	store := nn.NewStore(cfg.Seed)
@@ -787,7 +790,7 @@ func (o *options) warmStarts(e *env, d *corpus.Dataset, train []task) (*warmed, 
 		c, m := roughStats(crossRx), roughStats(mem)
 		logf("RL cross-fit inputs: chrF %.4f, %.3f with a terminology error (agent 1's own translations of %d of them: chrF %.4f, %.3f)", c.chrF, c.errRate, len(mem), m.chrF, m.errRate)
 	}
-	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.maxLen, !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
+	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.largeContext(), !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
 	// -rl-holdout: agent 2 learns from the other sentences' rough
 	// translations, and RL draws its tasks (rlRx's error-prone ones among
 	// them) from the held-out ones.
