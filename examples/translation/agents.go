@@ -49,12 +49,6 @@ func msgsTranslate(en string) []tokenizer.Message {
 	return []tokenizer.Message{{Role: "system", Content: sysTranslate}, {Role: "user", Content: en}}
 }
 
-// msgsDetect is agent 2's prompt: the English, the glossary entries of its
-// terms (glossaryHint) and the rough translation.
-func msgsDetect(en, gloss, rough string) []tokenizer.Message {
-	return []tokenizer.Message{{Role: "system", Content: sysDetect}, {Role: "user", Content: en + "\n" + gloss + "\n" + rough}}
-}
-
 // glossaryHinter writes agent 2's glossary hint: the glossary entries of
 // the terms in the English (at most three, longest first, hintTerms), as a
 // terminology checker would look them up: "Glossary: degrees of
@@ -80,6 +74,24 @@ type glossaryHinter struct {
 	G      *corpus.Glossary
 	Marks  bool
 	Quotes bool
+}
+
+// msgs is agent 2's prompt: the English, the hint (the glossary entries of
+// its terms) and the rough translation.
+func (h glossaryHinter) msgs(en, rough string) []tokenizer.Message {
+	return []tokenizer.Message{{Role: "system", Content: sysDetect}, {Role: "user", Content: en + "\n" + h.hint(en, rough) + "\n" + rough}}
+}
+
+// key is what the hint's format adds to agent 2's warm-start cache key.
+func (h glossaryHinter) key() string {
+	k := ""
+	if h.Marks {
+		k += "|marks"
+	}
+	if h.Quotes {
+		k += "|quotes"
+	}
+	return k
 }
 
 func (h glossaryHinter) hint(en, rough string) string {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/troupe-ml/troupe/examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn"
-	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/swarm"
 )
 
@@ -82,7 +81,7 @@ func (e *env) branchRollout(ctx context.Context, clients []*swarm.Client, t task
 		for b := range k {
 			ep := eps[2+b]
 			if b >= len(alts) {
-				if _, err := chatPrefixed(ctx, ep, msgs, e.maxDetTok, 0, 0, first); err != nil {
+				if _, err := chatPrefixed(ctx, ep, msgs, e.maxDetTok, 0, 0, "", first); err != nil {
 					return nil, err
 				}
 				res[2+b].Metadata = map[string]any{"branch": "(none)"}
@@ -90,7 +89,7 @@ func (e *env) branchRollout(ctx context.Context, clients []*swarm.Client, t task
 			}
 			// The continuation's budget is what is left of the
 			// evaluation's after the answer so far.
-			ans, err := chatBranch(ctx, ep, msgs, e.maxDetTok-at, given, alts[b])
+			ans, err := chatPrefixed(ctx, ep, msgs, e.maxDetTok-at, 0, 0, given, alts[b])
 			if err != nil {
 				return nil, err
 			}
@@ -157,19 +156,4 @@ func branchPoint(content []swarm.ChatLogProb, k int) (given string, at int, alts
 		b.WriteString(c.Token)
 	}
 	return "", 0, nil
-}
-
-// chatBranch asks for agent 2's greedy answer after the given text and the
-// forced token alt (assistant_context and assistant_prefix) and returns the
-// whole answer: given + alt + continuation.
-func chatBranch(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxTok int, given, alt string) (string, error) {
-	zero, seed := 0.0, int64(0)
-	resp, err := ep.Chat().Create(ctx, swarm.ChatRequest{Model: "m", Messages: toChat(msgs), MaxTokens: maxTok, Temperature: &zero, Seed: &seed, AssistantContext: given, AssistantPrefix: alt})
-	if err != nil {
-		return "", err
-	}
-	if len(resp.Choices) == 0 {
-		return "", fmt.Errorf("translation: empty chat response")
-	}
-	return given + alt + resp.Choices[0].Message.Content, nil
 }

@@ -95,7 +95,7 @@ func (e *env) calibrate(large *nn.LM, tasks []task, seen []string, biases, temps
 	prompts := make([][]int, n)
 	truth := make([][]grader.TermError, n)
 	for i, t := range tasks {
-		p, err := evalPrompt(large, e.tok, msgsDetect(t.En, e.hint.hint(t.En, seen[i]), seen[i]))
+		p, err := evalPrompt(large, e.tok, e.hint.msgs(t.En, seen[i]))
 		if err != nil {
 			return nil, err
 		}

@@ -146,7 +146,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	seen := make([]string, len(rough))
 	for i, t := range tasks {
 		seen[i] = clip(rough[i], e.maxRough)
-		m2 = append(m2, msgsDetect(t.En, e.hint.hint(t.En, seen[i]), seen[i]))
+		m2 = append(m2, e.hint.msgs(t.En, seen[i]))
 	}
 	det, err := generate(large, e.tok, m2, e.maxDetTok)
 	if err != nil {
@@ -331,7 +331,7 @@ func (e *env) detectOn(large *nn.LM, tasks []task, seen []string) (det detScore,
 	}
 	msgs := make([][]tokenizer.Message, len(tasks))
 	for i, t := range tasks {
-		msgs[i] = msgsDetect(t.En, e.hint.hint(t.En, seen[i]), seen[i])
+		msgs[i] = e.hint.msgs(t.En, seen[i])
 	}
 	out, err := generate(large, e.tok, msgs, e.maxDetTok)
 	if err != nil {

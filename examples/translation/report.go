@@ -282,9 +282,8 @@ func (r *report) writeCalibration(b *strings.Builder, dir, split string) error {
 	return nil
 }
 
-// vineDesc describes -vine-large and its options for the report's RL line
+// branchDesc describes -branch-large's rollouts for the report's RL line
 // ("" without it).
-// branchDesc describes -branch-large's rollouts for the report's RL line.
 func (r *report) branchDesc() string {
 	if r.opts.branchLarge == 0 {
 		return ""
@@ -296,6 +295,8 @@ func (r *report) branchDesc() string {
 	return fmt.Sprintf(", and the term its first item names credited by %d branch rollouts per task (-branch-large%s: %d groups had a list to branch, in %d of them another token beat the greedy one)", r.opts.branchLarge, sc, r.branchGroups, r.branchBetter)
 }
 
+// vineDesc describes -vine-large and its options, or -vine-mask alone, for
+// the report's RL line ("" without either).
 func vineDesc(o rolloutOptions) string {
 	if !o.vineLarge {
 		if o.vineMask {

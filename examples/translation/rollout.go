@@ -42,21 +42,22 @@ func toChat(msgs []tokenizer.Message) []swarm.ChatMessage {
 }
 
 func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxTok int, temp float64, seed int64) (string, error) {
-	return chatPrefixed(ctx, ep, msgs, maxTok, temp, seed, "")
+	return chatPrefixed(ctx, ep, msgs, maxTok, temp, seed, "", "")
 }
 
 // chatPrefixed is chat with the answer forced to start with prefix (the
-// swarm server's assistant_prefix; none when empty); it returns the whole
-// answer, prefix included.
-func chatPrefixed(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxTok int, temp float64, seed int64, prefix string) (string, error) {
-	resp, err := ep.Chat().Create(ctx, swarm.ChatRequest{Model: "m", Messages: toChat(msgs), MaxTokens: maxTok, Temperature: &temp, Seed: &seed, AssistantPrefix: prefix})
+// swarm server's assistant_prefix; none when empty) after the given text
+// (assistant_context, which needs a prefix; none when empty); it returns
+// the whole answer, given + prefix + continuation.
+func chatPrefixed(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxTok int, temp float64, seed int64, given, prefix string) (string, error) {
+	resp, err := ep.Chat().Create(ctx, swarm.ChatRequest{Model: "m", Messages: toChat(msgs), MaxTokens: maxTok, Temperature: &temp, Seed: &seed, AssistantContext: given, AssistantPrefix: prefix})
 	if err != nil {
 		return "", err
 	}
 	if len(resp.Choices) == 0 {
 		return "", fmt.Errorf("translation: empty chat response")
 	}
-	return prefix + resp.Choices[0].Message.Content, nil
+	return given + prefix + resp.Choices[0].Message.Content, nil
 }
 
 // rolloutWorkflow runs the three agents and rewards each model with its own
@@ -99,7 +100,7 @@ func (e *env) rolloutWorkflow(t task, temp float64, seed int64, in *groupInputs,
 		if in != nil {
 			w.Given = clip(in.Rough, e.maxRough)
 		}
-		detMsgs := msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given)
+		detMsgs := e.hint.msgs(t.En, w.Given)
 		if w.Detection, err = chat(ctx, eps[1], detMsgs, e.maxDetTok, e.rlTempLarge, seed+1); err != nil {
 			return nil, err
 		}
@@ -295,20 +296,11 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 		// The branch rollouts of -vine-large and -branch-large. If one
 		// fails, the task's group can no longer complete: the round fails
 		// (the server would wait for it).
-		for _, b := range []struct {
-			on  bool
-			run func() error
-		}{
-			{e.vineLarge, func() error { return e.vineRollout(ctx, clients, t, in, taskID, vg, credit[ti]) }},
-			{e.branchLarge > 0, func() error { return e.branchRollout(ctx, clients, t, in, taskID, vg) }},
-		} {
-			if !b.on {
-				continue
-			}
+		branches := func(run func() error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := b.run(); err != nil {
+				if err := run(); err != nil {
 					mu.Lock()
 					if vineErr == nil {
 						vineErr = fmt.Errorf("branch rollouts of task %d: %w", ti, err)
@@ -316,6 +308,12 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 					mu.Unlock()
 				}
 			}()
+		}
+		if e.vineLarge {
+			branches(func() error { return e.vineRollout(ctx, clients, t, in, taskID, vg, credit[ti]) })
+		}
+		if e.branchLarge > 0 {
+			branches(func() error { return e.branchRollout(ctx, clients, t, in, taskID, vg) })
 		}
 		for k := 0; k < repeats; k++ {
 			wg.Add(1)
@@ -462,7 +460,7 @@ func (e *env) vineRollout(ctx context.Context, clients []*swarm.Client, t task, 
 		var value [2]float64
 		res := make([]swarm.WorkflowResult, 4)
 		for b, prefix := range e.vinePrefixes {
-			ans, err := chatPrefixed(ctx, eps[2+b], msgs, e.maxDetTok, 0, 0, prefix)
+			ans, err := chatPrefixed(ctx, eps[2+b], msgs, e.maxDetTok, 0, 0, "", prefix)
 			if err != nil {
 				return nil, err
 			}
@@ -501,7 +499,7 @@ func (e *env) branchInput(ctx context.Context, ep *swarm.Episode, t task, in *gr
 		}
 	}
 	w := workflowRun{Rough: rough, Given: clip(rough, e.maxRough)}
-	return w, msgsDetect(t.En, e.hint.hint(t.En, w.Given), w.Given), nil
+	return w, e.hint.msgs(t.En, w.Given), nil
 }
 
 // pairWeight is the weight of a branch pair whose first tokens have
@@ -606,7 +604,7 @@ func (e *env) greedyInputs(ctx context.Context, clients []*swarm.Client, t task)
 			}
 		}
 		det := eps[len(eps)-1]
-		if in.Detection, err = chat(ctx, det, msgsDetect(t.En, e.hint.hint(t.En, clip(in.Rough, e.maxRough)), clip(in.Rough, e.maxRough)), e.maxDetTok, 0, 0); err != nil {
+		if in.Detection, err = chat(ctx, det, e.hint.msgs(t.En, clip(in.Rough, e.maxRough)), e.maxDetTok, 0, 0); err != nil {
 			return nil, err
 		}
 		return make([]swarm.WorkflowResult, len(eps)), nil

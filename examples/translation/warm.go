@@ -678,7 +678,7 @@ func largeExamples(rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter, max
 			x = withTerms[r.IntN(len(withTerms))]
 		}
 		en, rough, label := detectExample(x, h.G, r, maxRough)
-		return roleExample(tok, msgsDetect(en, h.hint(en, rough), rough), label)
+		return roleExample(tok, h.msgs(en, rough), label)
 	}
 }
 
@@ -688,13 +688,7 @@ func largeExamples(rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter, max
 func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter, logf func(string, ...any)) (*nn.LM, float64, error) {
 	rb, _ := json.Marshal(rx)
 	rh := sha256.Sum256(rb)
-	extra := hex.EncodeToString(rh[:8])
-	if h.Marks {
-		extra += "|marks"
-	}
-	if h.Quotes {
-		extra += "|quotes"
-	}
+	extra := hex.EncodeToString(rh[:8]) + h.key()
 	base := cfg.cachePath("large", tok, extra)
 	tj, _ := tok.MarshalJSON()
 	store := nn.NewStore(cfg.Seed)
