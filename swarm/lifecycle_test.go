@@ -386,7 +386,7 @@ type recordingModel struct {
 	batches [][]rl.Sample
 }
 
-func (m *recordingModel) Train(batch []rl.Sample) (map[string]float64, error) {
+func (m *recordingModel) Train(batch []rl.Sample) (rl.Stats, error) {
 	m.mu.Lock()
 	m.batches = append(m.batches, append([]rl.Sample(nil), batch...))
 	m.mu.Unlock()

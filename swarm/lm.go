@@ -234,14 +234,13 @@ func (m *LMModel) Generate(ctx context.Context, prompts [][]int, opts GenerateOp
 }
 
 // Train implements Model.
-func (m *LMModel) Train(batch []rl.Sample) (map[string]float64, error) {
+func (m *LMModel) Train(batch []rl.Sample) (rl.Stats, error) {
 	for i, s := range batch {
 		if len(s.Prompt) == 0 || len(s.Prompt)+len(s.Actions) > m.cfg.LM.MaxLen {
-			return nil, fmt.Errorf("swarm: sample %d of %d+%d tokens does not fit the %d-token context", i, len(s.Prompt), len(s.Actions), m.cfg.LM.MaxLen)
+			return rl.Stats{}, fmt.Errorf("swarm: sample %d of %d+%d tokens does not fit the %d-token context", i, len(s.Prompt), len(s.Actions), m.cfg.LM.MaxLen)
 		}
 	}
-	st, err := m.rlt.Update(m.pol, batch)
-	return st.Map(), err
+	return m.rlt.Update(m.pol, batch)
 }
 
 // Version implements Model. A step skipped because of a NaN or Inf loss or

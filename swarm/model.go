@@ -80,9 +80,9 @@ type Model interface {
 	// Generate samples one continuation per prompt.
 	Generate(ctx context.Context, prompts [][]int, opts GenerateOptions) ([]Generation, error)
 	// Train performs one optimisation step on the batch (samples carry the
-	// episode reward and TaskID) and increments Version. It returns named
-	// statistics (loss, grad norm, ...).
-	Train(batch []rl.Sample) (map[string]float64, error)
+	// episode reward and TaskID) and increments Version. It returns the
+	// step's statistics (loss, gradient norm, ...).
+	Train(batch []rl.Sample) (rl.Stats, error)
 	// Version is the number of training steps applied so far (the swarm
 	// global step).
 	Version() int64

@@ -110,7 +110,7 @@ type Server struct {
 	closedPos  int
 	finished   []*finishedEpisode
 	bootStart  time.Time
-	lastStats  map[string]float64
+	lastStats  rl.Stats
 	training   bool
 	acct       Accounting
 	booted     atomic.Bool // true once the model was loaded (or found fresh) by a boot
@@ -629,7 +629,7 @@ func (s *Server) trainOnce() {
 	batch, ok := s.selectBatchLocked(true)
 	s.mu.Unlock()
 
-	var stats map[string]float64
+	var stats rl.Stats
 	var err error
 	step := s.step.Load()
 	if ok {
@@ -656,7 +656,8 @@ func (s *Server) trainOnce() {
 		s.m.trainSeconds.Observe(time.Since(start).Seconds())
 		if err == nil && len(samples) > 0 {
 			s.m.trainSteps.Inc()
-			s.log.Info("training step", "global_step", step, "episodes", len(batch), "samples", len(samples), "stats", stats)
+			s.log.Info("training step", "global_step", step, "episodes", len(batch), "samples", len(samples),
+				"loss", stats.Loss, "grad_norm", stats.GradNorm, "reward_mean", stats.RewardMean, "skipped_groups", stats.SkippedGroups)
 		}
 	}
 
@@ -670,7 +671,7 @@ func (s *Server) trainOnce() {
 		if err != nil {
 			s.detail = "last training step failed: " + err.Error()
 		}
-		if stats != nil {
+		if ok && err == nil {
 			s.lastStats = stats
 		}
 		s.m.setStatus(s.status)
@@ -740,14 +741,10 @@ func (s *Server) WithModel(f func(Model)) {
 }
 
 // LastTrainStats returns the statistics of the last training step.
-func (s *Server) LastTrainStats() map[string]float64 {
+func (s *Server) LastTrainStats() rl.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]float64, len(s.lastStats))
-	for k, v := range s.lastStats {
-		out[k] = v
-	}
-	return out
+	return s.lastStats
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

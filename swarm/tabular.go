@@ -536,9 +536,8 @@ func (m *TabularModel) GenerateStream(ctx context.Context, prompts [][]int, opts
 }
 
 // Train implements Model.
-func (m *TabularModel) Train(batch []rl.Sample) (map[string]float64, error) {
-	st, err := m.Trainer.Update(m.Policy, batch)
-	return st.Map(), err
+func (m *TabularModel) Train(batch []rl.Sample) (rl.Stats, error) {
+	return m.Trainer.Update(m.Policy, batch)
 }
 
 // Version implements Model.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,7 +191,7 @@ func (m *lmModel) Generate(ctx context.Context, prompts [][]int, opts swarm.Gene
 	return out, nil
 }
 
-func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
+func (m *lmModel) Train(batch []rl.Sample) (rl.Stats, error) {
 	var keep []rl.Sample
 	stale := 0
 	for _, s := range batch {
@@ -221,30 +220,26 @@ func (m *lmModel) Train(batch []rl.Sample) (map[string]float64, error) {
 			keep = append(keep, s)
 		}
 	}
-	out := map[string]float64{"samples": 0}
-	if m.tempered {
-		out["stale_tempered"] = float64(stale)
-	}
 	if len(keep) == 0 {
-		return out, nil
+		return rl.Stats{Dropped: stale}, nil
 	}
 	st, err := m.grpo.Update(m.pol, keep)
 	if err != nil {
-		return nil, err
+		return st, err
 	}
-	maps.Copy(out, st.Map())
+	// Tempered samples of an older version were left out above: count them
+	// with the ones GRPO drops.
+	st.Dropped += stale
 	if m.anchorTr != nil {
 		b, err := drawBatch(m.anchor, m.anchorN, m.lm.Config.MaxLen)
 		if err != nil {
-			return nil, fmt.Errorf("%s: supervised anchor: %w", m.name, err)
+			return st, fmt.Errorf("%s: supervised anchor: %w", m.name, err)
 		}
-		loss, err := m.anchorTr.SupervisedStep(b)
-		if err != nil {
-			return nil, fmt.Errorf("%s: supervised anchor: %w", m.name, err)
+		if _, err := m.anchorTr.SupervisedStep(b); err != nil {
+			return st, fmt.Errorf("%s: supervised anchor: %w", m.name, err)
 		}
-		out["ptx_loss"] = loss
 	}
-	return out, nil
+	return st, nil
 }
 
 // firstAsContext returns s with its first action moved to the end of its

@@ -191,10 +191,10 @@ func (o *options) rlPhase(e *env, w *warmed, servers []*swarm.Server, clients []
 		skipped := ""
 		if local {
 			for i, s := range servers {
-				gn[i] = s.LastTrainStats()["grad_norm"]
+				gn[i] = s.LastTrainStats().GradNorm
 			}
 			if o.skipEqualLarge {
-				skipped = fmt.Sprintf(", %g of %d groups skipped", servers[1].LastTrainStats()["skipped_groups"], o.batchLarge)
+				skipped = fmt.Sprintf(", %g of %d groups skipped", float64(servers[1].LastTrainStats().SkippedGroups), o.batchLarge)
 			}
 		}
 		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g%s)\n",
