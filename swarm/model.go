@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"math/rand/v2"
 
@@ -9,11 +10,56 @@ import (
 )
 
 // Message is one chat message of an OpenAI chat-completions request, with its
-// content flattened to text.
+// content flattened to text. Role is "system", "user", "assistant" or
+// "tool"; an assistant message may carry the ToolCalls it made, and a tool
+// message answers the call named by ToolCallID.
 type Message struct {
-	Role    string
-	Content string
-	Name    string
+	Role       string
+	Content    string
+	Name       string
+	ToolCalls  []ToolCall
+	ToolCallID string
+}
+
+// Tool is one entry of a chat request's "tools": a function the model may
+// call. Type is "function".
+type Tool struct {
+	Type     string
+	Function ToolFunction
+}
+
+// ToolFunction describes a callable function. Parameters is its JSON Schema,
+// kept verbatim so that a chat template renders it as the client sent it.
+type ToolFunction struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// ToolCall is one function call made by the assistant. Type is "function";
+// ID is what the answering tool message names as its ToolCallID.
+type ToolCall struct {
+	ID       string
+	Type     string
+	Function ToolCallFunction
+}
+
+// ToolCallFunction is the called function and its arguments, a JSON object
+// encoded as a string (as OpenAI's API sends it).
+type ToolCallFunction struct {
+	Name      string
+	Arguments string
+}
+
+// ToolChatPrompter is an optional interface of a Model whose chat template
+// renders tool definitions (for example Qwen's and Hermes's templates, which
+// list them in the system turn and expect calls back as
+// <tool_call>{"name": ..., "arguments": {...}}</tool_call>). The server sends
+// a request that carries "tools" through it, and refuses such a request with
+// 400 when the model does not implement it. tools may be empty, for a
+// conversation whose earlier turns hold tool calls or tool results.
+type ToolChatPrompter interface {
+	ChatPromptTools(msgs []Message, tools []Tool) ([]int, error)
 }
 
 // TokenLogProb is one candidate token and its log-probability.
