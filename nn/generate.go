@@ -132,15 +132,15 @@ func (m *LM) Generate(prompts [][]int, opts GenerateOptions) ([]Generation, erro
 		for i, g := range groups {
 			st := g.st
 			row := logp[i*c.Vocab : (i+1)*c.Vocab]
-			tok := sample(row, opts, st.rng)
+			tok := SampleToken(row, opts, st.rng)
 			st.out.Tokens = append(st.out.Tokens, tok)
 			st.out.LogProbs = append(st.out.LogProbs, row[tok])
 			if opts.TopLogProbs > 0 {
-				st.out.TopLogProbs = append(st.out.TopLogProbs, topLogProbs(row, opts.TopLogProbs))
+				st.out.TopLogProbs = append(st.out.TopLogProbs, TopLogProbs(row, opts.TopLogProbs))
 			}
 			st.tokens = append(st.tokens, tok)
 			switch {
-			case stops(st.out.Tokens, opts):
+			case StopsAt(st.out.Tokens, opts):
 				st.out.FinishReason, st.done = "stop", true
 			case len(st.out.Tokens) >= opts.MaxTokens || len(st.tokens) >= c.MaxLen:
 				st.out.FinishReason, st.done = "length", true
@@ -161,10 +161,10 @@ func (m *LM) Generate(prompts [][]int, opts GenerateOptions) ([]Generation, erro
 	return out, nil
 }
 
-// topLogProbs returns the n largest entries of logp, largest first (ties by
+// TopLogProbs returns the n largest entries of logp, largest first (ties by
 // smaller index), by insertion into a sorted list of at most n (n ≤ 20, so
 // one pass over the vocabulary with rare insertions).
-func topLogProbs(logp []float32, n int) []TokenLogProb {
+func TopLogProbs(logp []float32, n int) []TokenLogProb {
 	top := make([]TokenLogProb, 0, n)
 	for t, v := range logp {
 		if len(top) == n && !(v > top[n-1].LogProb) {
@@ -186,7 +186,10 @@ func topLogProbs(logp []float32, n int) []TokenLogProb {
 	return top
 }
 
-func stops(gen []int, o GenerateOptions) bool {
+// StopsAt reports whether a generation whose tokens so far are gen ends
+// here: its last token is one of o.StopTokens, or its tokens end with one of
+// o.StopSequences.
+func StopsAt(gen []int, o GenerateOptions) bool {
 	last := gen[len(gen)-1]
 	for _, s := range o.StopTokens {
 		if s == last {
@@ -210,9 +213,10 @@ func stops(gen []int, o GenerateOptions) bool {
 	return false
 }
 
-// sample draws a token from the log-probabilities logp (temperature 1)
-// after applying temperature, top-k and top-p.
-func sample(logp []float32, o GenerateOptions, rng *rand.Rand) int {
+// SampleToken draws a token from the log-probabilities logp (temperature
+// 1) after applying o's temperature, top-k and top-p; temperature 0 takes
+// the argmax.
+func SampleToken(logp []float32, o GenerateOptions, rng *rand.Rand) int {
 	if o.Temperature == 0 {
 		best := 0
 		for i, v := range logp {

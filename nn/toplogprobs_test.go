@@ -121,7 +121,7 @@ func TestGenerateTopLogProbs(t *testing.T) {
 }
 
 func TestTopLogProbsTies(t *testing.T) {
-	got := topLogProbs([]float32{-1, -3, -1, -0.5, -3, -2}, 4)
+	got := TopLogProbs([]float32{-1, -3, -1, -0.5, -3, -2}, 4)
 	want := []TokenLogProb{{3, -0.5}, {0, -1}, {2, -1}, {5, -2}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
