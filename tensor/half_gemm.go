@@ -1,0 +1,444 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Half names a 16-bit floating-point storage format (see half.go).
+type Half uint8
+
+const (
+	// BF16 is bfloat16: the upper 16 bits of an IEEE 754 float32.
+	BF16 Half = iota + 1
+	// F16 is IEEE 754 binary16.
+	F16
+)
+
+// String returns "bf16", "f16", or Half(n) for an unknown format.
+func (f Half) String() string {
+	switch f {
+	case BF16:
+		return "bf16"
+	case F16:
+		return "f16"
+	}
+	return fmt.Sprintf("Half(%d)", uint8(f))
+}
+
+func (f Half) valid() bool { return f == BF16 || f == F16 }
+
+// GemmHalf computes C = alpha·A·op(B) + beta·C where A is m×k float32 (row
+// stride lda), C is m×n float32 (row stride ldc) and B holds 16-bit values
+// (bit patterns) in format f with row stride ldb:
+//
+//   - transB: B is n×k row-major, a Linear weight stored out×in, so
+//     C = A·Bᵀ (y = x·Wᵀ);
+//   - !transB: B is k×n row-major, so C = A·B (for example dX = dY·W).
+//
+// As in BLAS, beta == 0 overwrites C without reading it. B is widened to
+// float32 exactly and every product is accumulated in float32, so the result
+// is that of Gemm on the widened B up to the order of the float32 sums.
+//
+// Few rows (decoding: m ≤ HalfGEMVRows with transB) take a matrix-vector
+// kernel that streams B once from memory, 16 bits a weight, widening in
+// registers. Larger products take Gemm's packed, cache-blocked path (the
+// same micro-kernels), widening B to float32 while packing its panels.
+// Large products run on up to Threads() goroutines, split over n.
+//
+// Bad arguments (negative sizes, leading dimensions smaller than a row,
+// slices too short or nil for the shapes, an unknown format) panic with a
+// message naming the shapes.
+func GemmHalf(transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+	checkGemmHalf(transB, m, n, k, a, lda, b, ldb, f, c, ldc)
+	gemmHalfWith(halfDefault, Threads(), transB, m, n, k, alpha, a, lda, b, ldb, f, beta, c, ldc)
+}
+
+// HalfGEMVRows is the largest m for which GemmHalf with transB takes the
+// matrix-vector (streaming) kernel instead of packing B.
+const HalfGEMVRows = 16
+
+// HalfToFloat32 widens the 16-bit values src (format f) into dst[:len(src)]
+// exactly; it panics if dst is shorter than src or f is unknown.
+func HalfToFloat32(dst []float32, src []uint16, f Half) {
+	if !f.valid() {
+		panic(fmt.Sprintf("tensor: HalfToFloat32: unknown format %v", f))
+	}
+	if len(dst) < len(src) {
+		panic(fmt.Sprintf("tensor: HalfToFloat32: dst has %d elements, src %d", len(dst), len(src)))
+	}
+	halfDefault.widen(dst[:len(src)], src, f)
+}
+
+// halfToF32 widens one value. The binary16 case is branch-free for every
+// input (it runs in the inner loops of the portable kernels): the 15
+// magnitude bits placed at float32's exponent/mantissa position and scaled
+// by 2¹¹² give every finite value exactly, subnormals included (they become
+// float32 denormals that the scaling normalises); an all-ones exponent is
+// then forced to float32's, keeping infinities and NaN payloads.
+func halfToF32(h uint16, f Half) float32 {
+	if f == BF16 {
+		return math.Float32frombits(uint32(h) << 16)
+	}
+	return f16ToF32Fast(h)
+}
+
+const f16Scale = 0x1p112
+
+func f16ToF32Fast(h uint16) float32 {
+	mag := uint32(h&0x7fff) << 13
+	v := math.Float32bits(math.Float32frombits(mag) * f16Scale)
+	if h&0x7c00 == 0x7c00 {
+		v = 0x7f800000 | mag
+	}
+	return math.Float32frombits(v | uint32(h&0x8000)<<16)
+}
+
+// widenGo is the portable HalfToFloat32.
+func widenGo(dst []float32, src []uint16, f Half) {
+	dst = dst[:len(src)]
+	if f == BF16 {
+		for i, h := range src {
+			dst[i] = math.Float32frombits(uint32(h) << 16)
+		}
+		return
+	}
+	for i, h := range src {
+		dst[i] = f16ToF32Fast(h)
+	}
+}
+
+// halfPath is one implementation of GemmHalf: a float32 micro-kernel for the
+// packed path with the B packer that feeds it, and a matrix-vector kernel.
+type halfPath struct {
+	name string
+	kern *gemmKernel
+	// packB packs like packB in gemm.go, widening from format f.
+	packB func(dst []float32, transB bool, b []uint16, ldb, p0, j0, kb, nb, nr int, f Half)
+	// gemv computes dst[i*gemvR+r] = Σ_p x[i*ldx+p]·w[r*ldw+p] for i < mx,
+	// r < gemvR, over the first k values; mx ≤ gemvM, k is a multiple
+	// of gemvK.
+	gemv         func(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32)
+	gemvR, gemvM int
+	gemvK        int
+	widen        func(dst []float32, src []uint16, f Half)
+}
+
+type halfPathAvail struct {
+	p  *halfPath
+	ok bool
+}
+
+// halfGo is the portable path.
+var halfGo = &halfPath{name: "go", kern: kernelGo, packB: packBHalfGo, gemv: gemvHalfGo, gemvR: 4, gemvM: 4, gemvK: 1, widen: widenGo}
+
+// halfDefault is the fastest path the CPU supports.
+var halfDefault = func() *halfPath {
+	for _, pa := range halfPaths() {
+		if pa.ok {
+			return pa.p
+		}
+	}
+	return halfGo
+}()
+
+// gemmHalfWith runs a checked product on path hp with up to threads
+// goroutines.
+func gemmHalfWith(hp *halfPath, threads int, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return
+	}
+	if transB && m <= HalfGEMVRows {
+		gemvHalfParallel(hp, threads, m, n, k, alpha, a, lda, b, ldb, f, beta, c, ldc)
+		return
+	}
+	gemmHalfParallel(hp, threads, transB, m, n, k, alpha, a, lda, b, ldb, f, beta, c, ldc)
+}
+
+// gemmHalfParallel is the packed path. It splits over n (each goroutine
+// widens only its own columns of B), or over m when n has fewer
+// micro-tiles than there are goroutines.
+func gemmHalfParallel(hp *halfPath, threads int, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+	kern := hp.kern
+	if threads <= 1 || m*n*k < parallelMinFlops {
+		gemmHalfSerial(hp, transB, m, n, k, alpha, a, lda, b, ldb, f, beta, c, ldc)
+		return
+	}
+	tm := (m + kern.mr - 1) / kern.mr
+	tn := (n + kern.nr - 1) / kern.nr
+	var wg sync.WaitGroup
+	if tn >= threads || tn >= tm {
+		nw := min(threads, tn)
+		for w := 0; w < nw; w++ {
+			j0 := tn * w / nw * kern.nr
+			j1 := min(tn*(w+1)/nw*kern.nr, n)
+			if j0 >= j1 {
+				continue
+			}
+			bOff := j0
+			if transB {
+				bOff = j0 * ldb
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				gemmHalfSerial(hp, transB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, f, beta, c[j0:], ldc)
+			}()
+		}
+	} else {
+		nw := min(threads, tm)
+		for w := 0; w < nw; w++ {
+			i0 := tm * w / nw * kern.mr
+			i1 := min(tm*(w+1)/nw*kern.mr, m)
+			if i0 >= i1 {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				gemmHalfSerial(hp, transB, i1-i0, n, k, alpha, a[i0*lda:], lda, b, ldb, f, beta, c[i0*ldc:], ldc)
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// gemmHalfSerial is gemmSerial with B widened from 16 bits while packing;
+// A is never transposed.
+func gemmHalfSerial(hp *halfPath, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+	kern := hp.kern
+	buf := kern.getBuf()
+	defer kern.pool.Put(buf)
+	for jc := 0; jc < n; jc += kern.nc {
+		nb := min(kern.nc, n-jc)
+		for pc := 0; pc < k; pc += kern.kc {
+			kb := min(kern.kc, k-pc)
+			betaP := beta
+			if pc > 0 {
+				betaP = 1
+			}
+			hp.packB(buf.b, transB, b, ldb, pc, jc, kb, nb, kern.nr, f)
+			for ic := 0; ic < m; ic += kern.mc {
+				mb := min(kern.mc, m-ic)
+				packA(buf.a, false, a, lda, ic, pc, mb, kb, kern.mr)
+				macroKernel(kern, buf, mb, nb, kb, alpha, betaP, c[ic*ldc+jc:], ldc)
+			}
+		}
+	}
+}
+
+// packBHalfGo packs the kb×nb block of op(B) at (p0, j0) into ceil(nb/nr)
+// panels of nr columns (columns past nb zero), widening to float32: the
+// layout packB produces from a float32 B.
+func packBHalfGo(dst []float32, transB bool, b []uint16, ldb, p0, j0, kb, nb, nr int, f Half) {
+	for jr := 0; jr < nb; jr += nr {
+		nrr := min(nr, nb-jr)
+		panel := dst[jr*kb : jr*kb+nr*kb]
+		if !transB {
+			off := p0*ldb + j0 + jr
+			packRunsHalfGo(panel, b[off:off+(kb-1)*ldb+nrr], ldb, nrr, nr, kb, f)
+		} else {
+			off := (j0+jr)*ldb + p0
+			packTransposeHalfGo(panel, b[off:off+(nrr-1)*ldb+kb], ldb, nrr, nr, kb, f)
+		}
+	}
+}
+
+// packRunsHalfGo sets panel[p*width+j] = widen(src[p*ld+j]) for p < kb,
+// j < w, and zero for w ≤ j < width.
+func packRunsHalfGo(panel []float32, src []uint16, ld, w, width, kb int, f Half) {
+	for p := 0; p < kb; p++ {
+		d := panel[p*width : p*width+width]
+		widenGo(d[:w], src[p*ld:p*ld+w], f)
+		clear(d[w:])
+	}
+}
+
+// packTransposeHalfGo sets panel[p*width+r] = widen(src[r*ld+p]) for p < kb,
+// r < w, and zero for w ≤ r < width, in chunks of 16 steps so that the
+// panel region being written stays in L1.
+func packTransposeHalfGo(panel []float32, src []uint16, ld, w, width, kb int, f Half) {
+	_ = panel[kb*width-1]
+	_ = src[(w-1)*ld+kb-1]
+	const chunk = 16
+	for p0 := 0; p0 < kb; p0 += chunk {
+		pn := min(chunk, kb-p0)
+		for r := 0; r < w; r++ {
+			s := src[r*ld+p0 : r*ld+p0+pn]
+			d := p0*width + r
+			if f == BF16 {
+				for _, h := range s {
+					panel[d] = math.Float32frombits(uint32(h) << 16)
+					d += width
+				}
+			} else {
+				for _, h := range s {
+					panel[d] = f16ToF32Fast(h)
+					d += width
+				}
+			}
+		}
+	}
+	if w < width {
+		for p := 0; p < kb; p++ {
+			clear(panel[p*width+w : p*width+width])
+		}
+	}
+}
+
+// gemvHalfParallel is the matrix-vector path for transB (C = A·Bᵀ, B n×k)
+// with few rows: B's rows are split into contiguous ranges, one goroutine
+// each, when the product is large enough to pay for the goroutines.
+func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+	// Each goroutine should stream at least gemvParMinWeights weights.
+	const gemvParMinWeights = 1 << 18
+	nw := min(threads, n*k/gemvParMinWeights, n/hp.gemvR)
+	if nw <= 1 {
+		gemvHalfSerial(hp, m, n, k, alpha, a, lda, b, ldb, f, beta, c, ldc)
+		return
+	}
+	tn := n / hp.gemvR
+	var wg sync.WaitGroup
+	for w := 0; w < nw; w++ {
+		j0 := tn * w / nw * hp.gemvR
+		j1 := tn * (w + 1) / nw * hp.gemvR
+		if w == nw-1 {
+			j1 = n
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gemvHalfSerial(hp, m, j1-j0, k, alpha, a, lda, b[j0*ldb:], ldb, f, beta, c[j0:], ldc)
+		}()
+	}
+	wg.Wait()
+}
+
+// gemvHalfSerial computes C = alpha·A·Bᵀ + beta·C (B n×k) on the calling
+// goroutine. For each block of gemvR rows of B, the kernel runs over the
+// rows of A in groups of at most gemvM, so the block is read from memory
+// once and from cache by the later groups. A last partial block reuses the
+// kernel on the final gemvR rows (recomputing some) when n ≥ gemvR; k's
+// remainder past a multiple of gemvK is added here.
+func gemvHalfSerial(hp *halfPath, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+	R, M := hp.gemvR, hp.gemvM
+	kv := k / hp.gemvK * hp.gemvK
+	var dstArr [64]float32
+	dst := dstArr[:R*M]
+	gemv := hp.gemv
+	if n < R {
+		R, M, kv = n, 1, k
+		dst = dstArr[:R]
+		gemv = func(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
+			gemvHalfGoRows(R, mx, k, x, ldx, w, ldw, f, dst)
+		}
+	}
+	for j0 := 0; j0 < n; j0 += R {
+		jb := j0
+		if jb+R > n {
+			jb = n - R // overlapping last block; only columns ≥ j0 are stored
+		}
+		w := b[jb*ldb : jb*ldb+(R-1)*ldb+k]
+		for i0 := 0; i0 < m; i0 += M {
+			mx := min(M, m-i0)
+			x := a[i0*lda : i0*lda+(mx-1)*lda+k]
+			if kv > 0 {
+				gemv(mx, kv, x, lda, w, ldb, f, dst)
+			} else {
+				clear(dst)
+			}
+			for i := 0; i < mx; i++ {
+				xi := x[i*lda : i*lda+k]
+				crow := c[(i0+i)*ldc+jb : (i0+i)*ldc+jb+R]
+				for r := j0 - jb; r < R; r++ {
+					s := dst[i*R+r]
+					if kv < k {
+						wr := w[r*ldb : r*ldb+k]
+						for p := kv; p < k; p++ {
+							s += xi[p] * halfToF32(wr[p], f)
+						}
+					}
+					if beta == 0 {
+						crow[r] = alpha * s
+					} else {
+						crow[r] = alpha*s + beta*crow[r]
+					}
+				}
+			}
+		}
+	}
+}
+
+// gemvHalfGo is the portable matrix-vector kernel: gemvR = 4, gemvM = 4,
+// any k.
+func gemvHalfGo(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
+	gemvHalfGoRows(4, mx, k, x, ldx, w, ldw, f, dst)
+}
+
+// gemvHalfGoRows sets dst[i*R+r] = Σ_{p<k} x[i*ldx+p]·w[r*ldw+p] for
+// i < mx ≤ 4, r < R, widening each row of w once per 256 values.
+func gemvHalfGoRows(R, mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
+	var row [256]float32
+	for r := 0; r < R; r++ {
+		var acc [4]float32
+		for p0 := 0; p0 < k; p0 += len(row) {
+			pn := min(len(row), k-p0)
+			wr := row[:pn]
+			widenGo(wr, w[r*ldw+p0:r*ldw+p0+pn], f)
+			for i := 0; i < mx; i++ {
+				xi := x[i*ldx+p0 : i*ldx+p0+pn]
+				var s0, s1, s2, s3 float32
+				p := 0
+				for ; p+4 <= pn; p += 4 {
+					s0 += xi[p] * wr[p]
+					s1 += xi[p+1] * wr[p+1]
+					s2 += xi[p+2] * wr[p+2]
+					s3 += xi[p+3] * wr[p+3]
+				}
+				for ; p < pn; p++ {
+					s0 += xi[p] * wr[p]
+				}
+				acc[i] += (s0 + s1) + (s2 + s3)
+			}
+		}
+		for i := 0; i < mx; i++ {
+			dst[i*R+r] = acc[i]
+		}
+	}
+}
+
+func checkGemmHalf(transB bool, m, n, k int, a []float32, lda int, b []uint16, ldb int, f Half, c []float32, ldc int) {
+	if !f.valid() {
+		panic(fmt.Sprintf("tensor: GemmHalf: unknown format %v in m=%d n=%d k=%d product", f, m, n, k))
+	}
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("tensor: GemmHalf: negative size m=%d n=%d k=%d", m, n, k))
+	}
+	br, bc := k, n
+	if transB {
+		br, bc = n, k
+	}
+	need := func(name string, rows, cols, ld, length int, isNil bool) {
+		if ld < max(cols, 1) {
+			panic(fmt.Sprintf("tensor: GemmHalf: %s is %d×%d but leading dimension is %d (want ≥ %d) in m=%d n=%d k=%d product", name, rows, cols, ld, max(cols, 1), m, n, k))
+		}
+		if rows == 0 || cols == 0 || m == 0 || n == 0 {
+			return
+		}
+		want := (rows-1)*ld + cols
+		if isNil {
+			panic(fmt.Sprintf("tensor: GemmHalf: %s is nil but must be %d×%d (ld %d) in m=%d n=%d k=%d product", name, rows, cols, ld, m, n, k))
+		}
+		if length < want {
+			panic(fmt.Sprintf("tensor: GemmHalf: %s is %d×%d with ld %d, needs %d elements, has %d", name, rows, cols, ld, want, length))
+		}
+	}
+	need("A", m, k, lda, len(a), a == nil)
+	need("B ("+f.String()+")", br, bc, ldb, len(b), b == nil)
+	need("C", m, n, ldc, len(c), c == nil)
+}
