@@ -420,9 +420,10 @@ func (cc *ChatClient) Stream(ctx context.Context, req ChatRequest, f func(ChatCh
 type Workflow func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error)
 
 // RunWorkflow begins one episode on every client (with opts[i], or opts[0]
-// for all when there is one), runs wf, and then either ends all episodes
-// with their own rewards or, when anything fails (a claim, the workflow, a
-// panic, a non-finite reward), aborts all of them, so that no model receives
+// for all when there is one, or BeginOptions{} when opts is empty), runs
+// wf, and then either ends all episodes with their own rewards or, when
+// anything fails (a claim, the workflow, a panic, a non-finite reward),
+// aborts all of them, so that no model receives
 // a partial multi-model rollout. Episodes end under taskID (their GRPO
 // group), except that with one option per client an option's own TaskID,
 // when set, names that episode's group: so one client may appear twice (two
@@ -431,6 +432,9 @@ type Workflow func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error
 // midway, the remaining episodes are aborted and the error is returned (the
 // ones already ended cannot be recalled).
 func RunWorkflow(ctx context.Context, clients []*Client, opts []BeginOptions, taskID string, wf Workflow) (results []WorkflowResult, err error) {
+	if len(opts) == 0 {
+		opts = []BeginOptions{{}}
+	}
 	if len(opts) != 1 && len(opts) != len(clients) {
 		return nil, fmt.Errorf("swarm: RunWorkflow: %d begin options for %d clients", len(opts), len(clients))
 	}

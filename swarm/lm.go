@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -42,35 +41,14 @@ var LMPresets = map[string]LMModelConfig{
 	"lm-small": {Name: "lm-small", LM: nn.LMConfig{Dim: 64, Layers: 2, Heads: 4, MaxLen: 256}, LR: 1e-3, ClipNorm: 1, Seed: 2},
 }
 
-// LMModel serves an nn.LM (a GPT-style transformer) with the nn/tokenizer
-// byte-level BPE chat template and trains it with rl through an nn.LMTrainer.
-// Generation holds a mutex (one batch at a time), so the model's own
-// generation code needs no thread safety.
+// LMModel serves a freshly initialised nn.LM (a GPT-style transformer) with
+// the nn/tokenizer byte-level BPE chat template and trains it with rl
+// through rl/policies.LM. It is an Adapter over TokenizerChat, LMSampler and
+// LMState; wrap an existing nn.LM the same way with NewAdapter.
 type LMModel struct {
-	cfg     LMModelConfig
-	tok     *tokenizer.Tokenizer
-	lm      *nn.LM
-	opt     nn.Optimizer
-	trainer *nn.LMTrainer
-	pol     restoredLM
-	rlt     rl.Trainer
-	endID   int
-	genMu   sync.Mutex
+	*Adapter
+	lm *nn.LM
 }
-
-// restoredLM is rl/policies.LM whose version continues from a checkpoint:
-// policies.LM counts applied steps from zero and has no setter, so the
-// version a checkpoint restores is kept here as an offset. Everything else
-// (log-probs, forward-backward, NaN/Inf skipping, the version growing only
-// when a step is applied) is policies.LM's.
-type restoredLM struct {
-	*policies.LM
-	base int64
-}
-
-// Version implements rl.Policy: the checkpoint's version plus the steps
-// applied since.
-func (p restoredLM) Version() int64 { return p.base + p.LM.Version() }
 
 var _ Model = (*LMModel)(nil)
 
@@ -132,13 +110,24 @@ func NewLMModel(cfg LMModelConfig) (*LMModel, error) {
 	default:
 		return nil, fmt.Errorf("swarm: unknown optimizer %q", cfg.Optimizer)
 	}
-	rlt := cfg.Trainer
-	if rlt == nil {
-		rlt = rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})
+	tj, err := tok.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("swarm: tokenizer: %w", err)
 	}
 	tr := nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: cfg.ClipNorm})
-	return &LMModel{cfg: cfg, tok: tok, lm: lm, opt: opt, rlt: rlt, endID: end,
-		trainer: tr, pol: restoredLM{LM: policies.NewLM(lm, tr)}}, nil
+	a, err := NewAdapter(AdapterConfig{
+		Name:      cfg.Name,
+		Tokenizer: TokenizerChat{tok},
+		Sampler:   NewLMSampler(lm, end),
+		Policy:    policies.NewLM(lm, tr),
+		Trainer:   cfg.Trainer,
+		State:     &LMState{Store: lm.Store, Opt: opt, Meta: map[string]string{"tokenizer": string(tj)}},
+		MaxLen:    cfg.LM.MaxLen,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &LMModel{Adapter: a, lm: lm}, nil
 }
 
 // NewLMPreset returns the LMModel of a named preset.
@@ -150,102 +139,8 @@ func NewLMPreset(name string) (*LMModel, error) {
 	return NewLMModel(cfg)
 }
 
-// Name implements Model.
-func (m *LMModel) Name() string { return m.cfg.Name }
-
 // NumParams is the number of trainable parameters.
 func (m *LMModel) NumParams() int { return m.lm.Store.NumParams() }
-
-// ChatPrompt implements Model. Roles the template lacks are mapped:
-// developer to system, tool and function to user.
-func (m *LMModel) ChatPrompt(msgs []Message) ([]int, error) {
-	tm := make([]tokenizer.Message, len(msgs))
-	for i, msg := range msgs {
-		role := msg.Role
-		switch role {
-		case "developer":
-			role = tokenizer.RoleSystem
-		case "tool", "function":
-			role = tokenizer.RoleUser
-		}
-		tm[i] = tokenizer.Message{Role: role, Content: msg.Content}
-	}
-	ids, err := m.tok.ApplyChat(tm, true)
-	if err != nil {
-		return nil, err
-	}
-	if len(ids) >= m.cfg.LM.MaxLen {
-		return nil, fmt.Errorf("prompt of %d tokens does not fit the model's %d-token context", len(ids), m.cfg.LM.MaxLen)
-	}
-	return ids, nil
-}
-
-// TokenBytes implements Model.
-func (m *LMModel) TokenBytes(t int) []byte {
-	if t < 0 || t >= m.tok.VocabSize() || m.tok.IsSpecial(t) {
-		return nil
-	}
-	return m.tok.TokenBytes(t)
-}
-
-// EncodeText implements TextEncoder.
-func (m *LMModel) EncodeText(s string) ([]int, error) { return m.tok.Encode(s), nil }
-
-// Generate implements Model. Top log-probs are not available from nn.LM
-// (Generation.Top stays nil) and cancellation is checked between batches.
-func (m *LMModel) Generate(ctx context.Context, prompts [][]int, opts GenerateOptions) ([]Generation, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(prompts) == 0 {
-		return nil, nil
-	}
-	maxTok := opts.MaxTokens
-	for _, p := range prompts {
-		maxTok = min(maxTok, m.cfg.LM.MaxLen-len(p))
-	}
-	if maxTok < 1 {
-		return nil, fmt.Errorf("swarm: no room left in the %d-token context", m.cfg.LM.MaxLen)
-	}
-	var seed uint64
-	if len(opts.Rand) > 0 && opts.Rand[0] != nil {
-		seed = opts.Rand[0].Uint64()
-	}
-	m.genMu.Lock()
-	gens, err := m.lm.Generate(prompts, nn.GenerateOptions{Temperature: opts.Temperature, TopP: opts.TopP,
-		StopTokens: []int{m.endID}, MaxTokens: maxTok, Seed: seed})
-	m.genMu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("swarm: LM generate: %w", err)
-	}
-	out := make([]Generation, len(gens))
-	for i, g := range gens {
-		out[i] = Generation{Tokens: g.Tokens, LogProbs: g.LogProbs, FinishReason: g.FinishReason}
-		if opts.Stop != nil {
-			for k := range g.Tokens {
-				if opts.Stop(i, g.Tokens[:k+1]) {
-					out[i].Tokens, out[i].LogProbs, out[i].FinishReason = g.Tokens[:k+1], g.LogProbs[:k+1], "stop"
-					break
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-// Train implements Model.
-func (m *LMModel) Train(batch []rl.Sample) (rl.Stats, error) {
-	for i, s := range batch {
-		if len(s.Prompt) == 0 || len(s.Prompt)+len(s.Actions) > m.cfg.LM.MaxLen {
-			return rl.Stats{}, fmt.Errorf("swarm: sample %d of %d+%d tokens does not fit the %d-token context", i, len(s.Prompt), len(s.Actions), m.cfg.LM.MaxLen)
-		}
-	}
-	return m.rlt.Update(m.pol, batch)
-}
-
-// Version implements Model. A step skipped because of a NaN or Inf loss or
-// gradient does not count (rl/policies.LM semantics, as for TabularPolicy).
-func (m *LMModel) Version() int64 { return m.pol.Version() }
 
 // Checksum hashes the parameters.
 func (m *LMModel) Checksum() uint64 {
@@ -259,21 +154,105 @@ func (m *LMModel) Checksum() uint64 {
 	return h
 }
 
-// Save implements Model with nn.SaveCheckpoint (safetensors with optimizer
-// state; the version and tokenizer travel in the metadata).
-func (m *LMModel) Save(w io.Writer) error {
+// TokenizerChat is a ChatTokenizer over an nn/tokenizer byte-level BPE
+// tokenizer and its chat template. Roles the template lacks are mapped:
+// developer to system, tool and function to user.
+type TokenizerChat struct {
+	Tok *tokenizer.Tokenizer
+}
+
+// ChatPrompt implements ChatTokenizer.
+func (t TokenizerChat) ChatPrompt(msgs []Message) ([]int, error) {
+	tm := make([]tokenizer.Message, len(msgs))
+	for i, msg := range msgs {
+		role := msg.Role
+		switch role {
+		case "developer":
+			role = tokenizer.RoleSystem
+		case "tool", "function":
+			role = tokenizer.RoleUser
+		}
+		tm[i] = tokenizer.Message{Role: role, Content: msg.Content}
+	}
+	return t.Tok.ApplyChat(tm, true)
+}
+
+// TokenBytes implements ChatTokenizer.
+func (t TokenizerChat) TokenBytes(tok int) []byte {
+	if tok < 0 || tok >= t.Tok.VocabSize() || t.Tok.IsSpecial(tok) {
+		return nil
+	}
+	return t.Tok.TokenBytes(tok)
+}
+
+// EncodeText implements ChatTokenizer.
+func (t TokenizerChat) EncodeText(s string) ([]int, error) { return t.Tok.Encode(s), nil }
+
+// LMSampler is a Sampler over nn.LM's KV-cache generation. It generates one
+// batch at a time (a mutex), so the model's generation code needs no
+// thread safety. The whole batch is seeded from GenerateOptions.Rand[0]
+// (nn seeds prompt i as PCG(seed, i)); cancellation is checked before the
+// batch starts.
+type LMSampler struct {
+	LM *nn.LM
+	// StopTokens end a generation (the end-of-turn token).
+	StopTokens []int
+	mu         sync.Mutex
+}
+
+// NewLMSampler returns a sampler of lm that ends generations at stop.
+func NewLMSampler(lm *nn.LM, stop ...int) *LMSampler {
+	return &LMSampler{LM: lm, StopTokens: stop}
+}
+
+// Generate implements Sampler.
+func (s *LMSampler) Generate(ctx context.Context, prompts [][]int, opts GenerateOptions) ([]Generation, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var seed uint64
+	if len(opts.Rand) > 0 && opts.Rand[0] != nil {
+		seed = opts.Rand[0].Uint64()
+	}
+	s.mu.Lock()
+	gens, err := s.LM.Generate(prompts, nn.GenerateOptions{Temperature: opts.Temperature, TopP: opts.TopP,
+		StopTokens: s.StopTokens, MaxTokens: opts.MaxTokens, Seed: seed, TopLogProbs: opts.TopLogProbs})
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Generation, len(gens))
+	for i, g := range gens {
+		out[i] = Generation{Tokens: g.Tokens, LogProbs: g.LogProbs, FinishReason: g.FinishReason}
+		for _, pos := range g.TopLogProbs {
+			top := make([]TokenLogProb, len(pos))
+			for k, c := range pos {
+				top[k] = TokenLogProb{Token: c.Token, LogProb: c.LogProb}
+			}
+			out[i].Top = append(out[i].Top, top)
+		}
+	}
+	return out, nil
+}
+
+// LMState is a Checkpointer of an nn.Store and its optimizer, written with
+// nn.SaveCheckpoint (safetensors with the optimizer's moments).
+type LMState struct {
+	Store *nn.Store
+	Opt   nn.Optimizer
+	// Meta is written into the checkpoint's metadata (the tokenizer, say).
+	Meta map[string]string
+}
+
+// Save implements Checkpointer.
+func (s *LMState) Save(w io.Writer) error {
 	dir, err := os.MkdirTemp("", "swarm-lm")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	tj, err := m.tok.MarshalJSON()
-	if err != nil {
-		return err
-	}
 	path := filepath.Join(dir, "lm.safetensors")
-	meta := map[string]string{"swarm.version": strconv.FormatInt(m.Version(), 10), "swarm.name": m.cfg.Name, "tokenizer": string(tj)}
-	if err := nn.SaveCheckpoint(path, m.lm.Store, m.opt, meta); err != nil {
+	if err := nn.SaveCheckpoint(path, s.Store, s.Opt, s.Meta); err != nil {
 		return err
 	}
 	f, err := os.Open(path)
@@ -285,8 +264,8 @@ func (m *LMModel) Save(w io.Writer) error {
 	return err
 }
 
-// Load implements Model.
-func (m *LMModel) Load(r io.Reader) error {
+// Load implements Checkpointer.
+func (s *LMState) Load(r io.Reader) error {
 	dir, err := os.MkdirTemp("", "swarm-lm")
 	if err != nil {
 		return err
@@ -304,14 +283,8 @@ func (m *LMModel) Load(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	meta, err := nn.LoadCheckpoint(path, m.lm.Store, m.opt)
-	if err != nil {
-		return fmt.Errorf("swarm: load LM: %w", err)
+	if _, err := nn.LoadCheckpoint(path, s.Store, s.Opt); err != nil {
+		return fmt.Errorf("LM checkpoint: %w", err)
 	}
-	v, err := strconv.ParseInt(meta["swarm.version"], 10, 64)
-	if err != nil {
-		return fmt.Errorf("swarm: load LM: bad swarm.version %q", meta["swarm.version"])
-	}
-	m.pol.base = v - m.pol.LM.Version()
 	return nil
 }
