@@ -1,0 +1,72 @@
+// Package jinja renders Hugging Face chat templates — the Jinja
+// chat_template of a tokenizer_config.json — exactly as Hugging Face's own
+// JavaScript engine, @huggingface/jinja, renders them.
+//
+// Pretrained checkpoints (Qwen3, Llama 3) define their prompt format as a
+// Jinja template. transformers renders it with Python's Jinja2
+// (trim_blocks, lstrip_blocks, a raise_exception global, strftime_now, a
+// tojson that keeps non-ASCII text); @huggingface/jinja is the port of that
+// subset that transformers.js uses, and it is the reference here: the tests
+// render the real Qwen3, Llama 3 and Llama 3.2 templates and a table of
+// small templates with both engines and compare the bytes.
+//
+// # Usage
+//
+//	out, err := jinja.RenderChat(cfg.ChatTemplate, jinja.ChatInput{
+//		Messages:            []map[string]any{{"role": "user", "content": "Hi"}},
+//		AddGenerationPrompt: true,
+//		Extra:               map[string]any{"enable_thinking": false},
+//	})
+//
+// Parse compiles a template once (syntax errors are *SyntaxError with line
+// and column); Template.Render evaluates it with arbitrary variables and
+// Template.RenderChat with the variables transformers passes. A call of
+// raise_exception(msg) makes rendering fail with an *Exception carrying
+// msg; other evaluation failures (unknown filter, type errors) are
+// *RenderError with the position of the failing expression. Nothing a
+// template or its variables contain makes the package panic; recursion,
+// loop lengths, string sizes and evaluation steps are bounded.
+//
+// # Values and key order
+//
+// Templates see JSON-shaped values: none, booleans, integers, floats,
+// strings, lists and mappings. Mappings keep insertion order, because
+// templates print them with tojson (a tool's JSON schema, a tool call's
+// arguments) and the order is part of the prompt the model was trained on.
+// ParseJSON decodes JSON into *Map values that keep the order of the text;
+// plain Go maps, which have none, are read in sorted key order (with the
+// get_json_schema order for ChatInput.Tools, see there). Mappings with keys
+// that look like array indices ("0", "1") are an exception: JavaScript puts
+// such keys first, Python and this package keep them where they were.
+//
+// # Semantics
+//
+// The package follows @huggingface/jinja 0.5.13 where it differs from
+// Python's Jinja2, since that is what is checked: == compares as
+// JavaScript's == does (so 1 == 1.0 and "1" == 1), booleans print as true
+// and false, lists and mappings print as JSON, the length of a string
+// counts UTF-16 code units, str.strip/lstrip/rstrip ignore their argument
+// and strip whitespace, string comparison with < is an error, and
+// strftime_now knows %Y %m %d %b %B %H %M (English month names, local
+// time). The supported statements are if/elif/else, for (with else, loop
+// filters, tuple unpacking, loop.index0, first, last, previtem, nextitem,
+// …), set (including namespace attributes and {% set %} blocks), macro,
+// call, filter, break and continue; expressions include slicing with
+// negative steps, inline if/else, in/not in, ~, the str and dict methods
+// and the filters and tests of the JS port (tojson with indent,
+// ensure_ascii, sort_keys and separators; trim, length, items, default,
+// join, map, selectattr, sort, …).
+//
+// # Why an interpreter of its own
+//
+// Of the Go Jinja engines, github.com/nikolalohinski/gonja/v2 was tried on
+// these templates. It parses and renders their plain text, but its tojson
+// sorts keys, drops the spaces after ',' and ':' and escapes '<' as
+// \u003c, it prints booleans as True and lists in Python's repr, it has no
+// raise_exception, and a Go map cannot carry a schema's key order into it —
+// each of which changes the Qwen3 tools prompt. Patching all of that would
+// have meant forking it. The subset chat templates use is small, so the
+// package has its own lexer, parser (to an AST) and evaluator, organised as
+// the JS port is, whose source (data/hf/hf-jinja/src after
+// scripts/fetch-hf-refs.sh) documents every rule it copies in behaviour.
+package jinja

@@ -1,0 +1,733 @@
+package jinja
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Map is a string-keyed mapping that keeps its keys in insertion order, as
+// JavaScript objects and Python dicts do. Chat templates serialise mappings
+// with tojson and iterate them with items(), so the order in which a tool's
+// JSON schema or a tool call's arguments were written is part of the
+// rendered prompt; a Go map cannot carry it. ParseJSON produces Maps.
+//
+// The zero Map is empty and ready to use.
+type Map struct {
+	keys []string
+	vals map[string]any
+}
+
+// NewMap returns a Map holding the given key/value pairs in order; a key
+// given twice keeps its first position and its last value. It panics if
+// pairs has an odd length or a key is not a string (a programming error).
+func NewMap(pairs ...any) *Map {
+	if len(pairs)%2 != 0 {
+		panic(fmt.Sprintf("jinja: NewMap needs key/value pairs, got %d values", len(pairs)))
+	}
+	m := &Map{}
+	for i := 0; i < len(pairs); i += 2 {
+		k, ok := pairs[i].(string)
+		if !ok {
+			panic(fmt.Sprintf("jinja: NewMap key %d is %T, not a string", i/2, pairs[i]))
+		}
+		m.Set(k, pairs[i+1])
+	}
+	return m
+}
+
+// Set sets key k to v, appending k if it is new.
+func (m *Map) Set(k string, v any) {
+	if m.vals == nil {
+		m.vals = make(map[string]any)
+	}
+	if _, ok := m.vals[k]; !ok {
+		m.keys = append(m.keys, k)
+	}
+	m.vals[k] = v
+}
+
+// Get returns the value of key k and whether it is present.
+func (m *Map) Get(k string) (any, bool) {
+	if m == nil {
+		return nil, false
+	}
+	v, ok := m.vals[k]
+	return v, ok
+}
+
+// Keys returns the keys in insertion order. The caller must not modify it.
+func (m *Map) Keys() []string {
+	if m == nil {
+		return nil
+	}
+	return m.keys
+}
+
+// Len returns the number of keys.
+func (m *Map) Len() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.keys)
+}
+
+// MarshalJSON writes the mapping as a JSON object with its keys in order.
+func (m *Map) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	if err := marshalOrdered(&b, m); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func marshalOrdered(b *bytes.Buffer, v any) error {
+	switch v := v.(type) {
+	case *Map:
+		b.WriteByte('{')
+		for i, k := range v.Keys() {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			kb, _ := json.Marshal(k)
+			b.Write(kb)
+			b.WriteByte(':')
+			if err := marshalOrdered(b, v.vals[k]); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, x := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := marshalOrdered(b, x); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+	default:
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		b.Write(enc)
+	}
+	return nil
+}
+
+// ParseJSON decodes a JSON document into the values Render accepts, with
+// every object as a *Map in the key order of the text (a repeated key keeps
+// its first position and its last value, as JSON.parse does), arrays as
+// []any, strings, bools, nil, and numbers as int64 when they are integers
+// that float64 holds exactly, float64 otherwise — JSON.parse makes 1.0 the
+// integer 1 too.
+func ParseJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := decodeJSONValue(dec, 0)
+	if err != nil {
+		return nil, fmt.Errorf("jinja: parse JSON: %w", err)
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, fmt.Errorf("jinja: parse JSON: data after the top-level value at offset %d", dec.InputOffset())
+	}
+	return v, nil
+}
+
+const maxJSONDepth = 10000
+
+func decodeJSONValue(dec *json.Decoder, depth int) (any, error) {
+	if depth > maxJSONDepth {
+		return nil, fmt.Errorf("nesting deeper than %d at offset %d", maxJSONDepth, dec.InputOffset())
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			m := &Map{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				k, ok := kt.(string)
+				if !ok {
+					return nil, fmt.Errorf("object key is %v at offset %d", kt, dec.InputOffset())
+				}
+				v, err := decodeJSONValue(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				m.Set(k, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return m, nil
+		case '[':
+			arr := []any{}
+			for dec.More() {
+				v, err := decodeJSONValue(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return arr, nil
+		}
+		return nil, fmt.Errorf("unexpected %v at offset %d", t, dec.InputOffset())
+	case json.Number:
+		f, err := strconv.ParseFloat(string(t), 64)
+		if err != nil && !isRangeErr(err) {
+			return nil, fmt.Errorf("number %s: %w", t, err)
+		}
+		return numberValue(f), nil
+	default:
+		return t, nil // string, bool, nil
+	}
+}
+
+func isRangeErr(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+// maxSafeInt is the largest integer below which every integer is exactly a
+// float64 (Number.MAX_SAFE_INTEGER + 1).
+const maxSafeInt = 1 << 53
+
+// numberValue classifies a JavaScript number as the JS port does: integral
+// finite values are integers (int64), everything else floats.
+func numberValue(f float64) any {
+	if f == math.Trunc(f) && math.Abs(f) <= maxSafeInt {
+		return int64(f)
+	}
+	return f
+}
+
+// undefined is the value of a missing variable or attribute. It is distinct
+// from none (nil): `x is defined` tells them apart, and the output of an
+// undefined expression is empty.
+type undefined struct{}
+
+// namespace is the mutable object namespace() returns; {% set ns.x = v %}
+// assigns its attributes.
+type namespace struct{ m *Map }
+
+// function is a callable value: a global (range, raise_exception, …), a
+// method bound to its receiver, or a macro. kw holds keyword arguments in
+// call order (nil when there are none).
+type function struct {
+	name string
+	call func(ip *interp, args []any, kw *Map) any
+}
+
+// keyOrder gives the keys of a plain Go map in a deterministic order:
+// sorted, except that the keys in first (when present) come first in that
+// order.
+func keyOrder(m map[string]any, first []string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(first) == 0 {
+		return keys
+	}
+	out := make([]string, 0, len(keys))
+	for _, f := range first {
+		if _, ok := m[f]; ok {
+			out = append(out, f)
+		}
+	}
+	for _, k := range keys {
+		if !contains(first, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// convert turns a caller's value into the engine's representation (nil,
+// bool, int64, float64, string, []any, *Map). Plain Go maps become Maps with
+// sorted keys; order names the keys that come first at each depth (used for
+// tool schemas, see RenderChat). path names the value in errors.
+func convert(v any, path string, order [][]string) (any, error) {
+	var first []string
+	var rest [][]string
+	if len(order) > 0 {
+		first, rest = order[0], order[1:]
+	}
+	switch v := v.(type) {
+	case nil, bool, string:
+		return v, nil
+	case undefined:
+		return v, nil
+	case int:
+		return int64(v), nil
+	case int8:
+		return int64(v), nil
+	case int16:
+		return int64(v), nil
+	case int32:
+		return int64(v), nil
+	case int64:
+		return v, nil
+	case uint:
+		return numberValue(float64(v)), nil
+	case uint8:
+		return int64(v), nil
+	case uint16:
+		return int64(v), nil
+	case uint32:
+		return int64(v), nil
+	case uint64:
+		return numberValue(float64(v)), nil
+	case float32:
+		return numberValue(float64(v)), nil
+	case float64:
+		return numberValue(v), nil
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil && !isRangeErr(err) {
+			return nil, fmt.Errorf("%s: number %q: %w", path, string(v), err)
+		}
+		return numberValue(f), nil
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			c, err := convert(x, fmt.Sprintf("%s[%d]", path, i), nil)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case []string:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = x
+		}
+		return out, nil
+	case []map[string]any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			c, err := convert(x, fmt.Sprintf("%s[%d]", path, i), order)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case []*Map:
+		out := make([]any, len(v))
+		for i, x := range v {
+			c, err := convert(x, fmt.Sprintf("%s[%d]", path, i), nil)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case map[string]any:
+		m := &Map{}
+		for _, k := range keyOrder(v, first) {
+			c, err := convert(v[k], path+"."+k, rest)
+			if err != nil {
+				return nil, err
+			}
+			m.Set(k, c)
+		}
+		return m, nil
+	case map[string]string:
+		m := &Map{}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			m.Set(k, v[k])
+		}
+		return m, nil
+	case *Map:
+		if v == nil {
+			return nil, nil
+		}
+		m := &Map{}
+		for _, k := range v.keys {
+			c, err := convert(v.vals[k], path+"."+k, nil)
+			if err != nil {
+				return nil, err
+			}
+			m.Set(k, c)
+		}
+		return m, nil
+	}
+	return nil, fmt.Errorf("%s: unsupported value type %T (want nil, bool, a number, string, []any, map[string]any or *jinja.Map)", path, v)
+}
+
+// typeName names a value's type in error messages with the JS port's names.
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "NullValue"
+	case undefined:
+		return "UndefinedValue"
+	case bool:
+		return "BooleanValue"
+	case int64:
+		return "IntegerValue"
+	case float64:
+		return "FloatValue"
+	case string:
+		return "StringValue"
+	case []any:
+		return "ArrayValue"
+	case *Map:
+		return "ObjectValue"
+	case *namespace:
+		return "NamespaceValue"
+	case *function:
+		return "FunctionValue"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// truthy is Python's truthiness as the JS port implements it: empty
+// strings, zero, none, undefined and empty arrays and mappings are false;
+// namespaces and functions are true.
+func truthy(v any) bool {
+	switch v := v.(type) {
+	case nil, undefined:
+		return false
+	case bool:
+		return v
+	case int64:
+		return v != 0
+	case float64:
+		return v != 0 && !math.IsNaN(v)
+	case string:
+		return v != ""
+	case []any:
+		return len(v) > 0
+	case *Map:
+		return v.Len() > 0
+	}
+	return true
+}
+
+// jsNumber formats f as JavaScript's Number.prototype.toString does:
+// the shortest decimal that round-trips, in plain notation from 1e-7 up to
+// 1e21 and in exponent notation outside it.
+func jsNumber(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	case f == 0:
+		return "0"
+	}
+	a := math.Abs(f)
+	if a >= 1e-7 && a < 1e21 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	s := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
+	mant, exp, _ := strings.Cut(s, "e")
+	sign := exp[0]
+	exp = strings.TrimLeft(exp[1:], "0")
+	if exp == "" {
+		exp = "0"
+	}
+	return mant + "e" + string(sign) + exp
+}
+
+// floatString is how the JS port prints a float: integral values keep a
+// ".0" (Python's repr), others as JavaScript prints them.
+func floatString(f float64) string {
+	if f == 0 && math.Signbit(f) {
+		return "-0.0"
+	}
+	if !math.IsInf(f, 0) && !math.IsNaN(f) && f == math.Trunc(f) {
+		if math.Abs(f) >= 1e21 {
+			return jsNumber(f) // toFixed falls back to exponent notation
+		}
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	return jsNumber(f)
+}
+
+// display is a value's text in the output and in JSON-like contexts where
+// the JS port calls RuntimeValue.toString().
+func display(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case undefined:
+		return "undefined"
+	case bool:
+		if v {
+			return "true"
+		}
+		return "false"
+	case int64:
+		return jsNumber(float64(v))
+	case float64:
+		return floatString(v)
+	case string:
+		return v
+	case []any, *Map, *namespace:
+		s, err := toJSON(v, jsonOptions{}, 0, false)
+		if err != nil {
+			return ""
+		}
+		return s
+	case *function:
+		return "function " + v.name + "() { [native code] }"
+	}
+	return fmt.Sprint(v)
+}
+
+// jsString is JavaScript's String(x) of the value a runtime value wraps,
+// which the JS port uses for `~`, `+` with a string and join: numbers print
+// without ".0", arrays join their elements with commas, mappings print as
+// "[object Map]".
+func jsString(v any) string {
+	switch v := v.(type) {
+	case int64:
+		return jsNumber(float64(v))
+	case float64:
+		return jsNumber(v)
+	case []any:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = display(x)
+		}
+		return strings.Join(parts, ",")
+	case *Map, *namespace:
+		return "[object Map]"
+	}
+	return display(v)
+}
+
+// utf16Len is a string's length in UTF-16 code units, JavaScript's
+// String.prototype.length.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// utf16At returns the code unit at index i (negative counts from the end)
+// as a string, as String.prototype.at does; a lone surrogate becomes U+FFFD,
+// which is what it turns into when the JS result is written out as UTF-8.
+func utf16At(s string, i int) (string, bool) {
+	u := utf16.Encode([]rune(s))
+	if i < 0 {
+		i += len(u)
+	}
+	if i < 0 || i >= len(u) {
+		return "", false
+	}
+	r := rune(u[i])
+	if utf16.IsSurrogate(r) {
+		r = utf8.RuneError
+	}
+	return string(r), true
+}
+
+// compareUTF16 orders strings by UTF-16 code units, as JavaScript's < does.
+func compareUTF16(a, b string) int {
+	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
+	for i := 0; i < len(ua) && i < len(ub); i++ {
+		if ua[i] != ub[i] {
+			if ua[i] < ub[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(ua) < len(ub):
+		return -1
+	case len(ua) > len(ub):
+		return 1
+	}
+	return 0
+}
+
+type jsonOptions struct {
+	indent      int
+	ensureASCII bool
+	sortKeys    bool
+	itemSep     string
+	keySep      string
+	custom      bool // itemSep and keySep were given
+}
+
+// toJSON serialises a value as the JS port's tojson does, which follows
+// Python's json.dumps: ", " and ": " separators (",", ": " when indenting),
+// non-ASCII kept unless ensureASCII, mappings in insertion order.
+// undefNull decides whether undefined becomes null (tojson) or "undefined"
+// (printing an array).
+func toJSON(v any, o jsonOptions, depth int, undefNull bool) (string, error) {
+	itemSep, keySep := ", ", ": "
+	switch {
+	case o.custom:
+		itemSep, keySep = o.itemSep, o.keySep
+	case o.indent > 0:
+		itemSep = ","
+	}
+	switch v := v.(type) {
+	case nil:
+		return "null", nil
+	case undefined:
+		if undefNull {
+			return "null", nil
+		}
+		return "undefined", nil
+	case bool:
+		return display(v), nil
+	case int64:
+		return jsNumber(float64(v)), nil
+	case float64:
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return "null", nil
+		}
+		return jsNumber(v), nil
+	case string:
+		return jsonString(v, o.ensureASCII), nil
+	case []any, *Map, *namespace:
+		pad := ""
+		if o.indent > 0 {
+			pad = strings.Repeat(" ", o.indent)
+		}
+		base := "\n" + strings.Repeat(pad, depth)
+		child := base + pad
+		var b strings.Builder
+		if arr, ok := v.([]any); ok {
+			if o.indent > 0 && len(arr) > 0 {
+				b.WriteString("[" + child)
+			} else {
+				b.WriteString("[")
+			}
+			for i, x := range arr {
+				if i > 0 {
+					b.WriteString(itemSep)
+					if o.indent > 0 {
+						b.WriteString(child)
+					}
+				}
+				s, err := toJSON(x, o, depth+1, undefNull)
+				if err != nil {
+					return "", err
+				}
+				b.WriteString(s)
+			}
+			if o.indent > 0 && len(arr) > 0 {
+				b.WriteString(base)
+			}
+			b.WriteString("]")
+			return b.String(), nil
+		}
+		m, _ := v.(*Map)
+		if ns, ok := v.(*namespace); ok {
+			m = ns.m
+		}
+		keys := m.Keys()
+		if o.sortKeys {
+			keys = append([]string(nil), keys...)
+			sort.SliceStable(keys, func(i, j int) bool { return compareUTF16(keys[i], keys[j]) < 0 })
+		}
+		b.WriteString("{")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(itemSep)
+			}
+			if o.indent > 0 {
+				b.WriteString(child)
+			}
+			s, err := toJSON(m.vals[k], o, depth+1, undefNull)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(jsonString(k, o.ensureASCII) + keySep + s)
+		}
+		if o.indent > 0 && len(keys) > 0 {
+			b.WriteString(base)
+		}
+		b.WriteString("}")
+		return b.String(), nil
+	}
+	return "", fmt.Errorf("cannot convert to JSON: %s", typeName(v))
+}
+
+// jsonString quotes s as JSON.stringify does: only '"', '\\' and control
+// characters are escaped (not '<', '>', '&' or U+2028 as Go's encoder
+// would); with ensureASCII every UTF-16 unit from U+007F up is \uXXXX.
+func jsonString(s string, ensureASCII bool) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		case ensureASCII && r >= 0x7f:
+			for _, u := range utf16.Encode([]rune{r}) {
+				fmt.Fprintf(&b, `\u%04x`, u)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
