@@ -13,7 +13,10 @@
 #
 # Environment: THREADS (default "1 $(nproc)"), REPEAT (default 3),
 # BENCHTIME (Go -benchtime, default 1s), TOPICS (default "gemm");
-# GEMM_SHAPES=512x512x512,... restricts the gemm topic to those shapes.
+# GEMM_SHAPES=512x512x512,... restricts the gemm topic to those shapes;
+# HF=1 adds topic hf (pretrained-decoder decode and LoRA at Qwen2.5-0.5B
+# shapes, one thread; minutes, so off by default; HF_REPEAT, default 1,
+# replaces REPEAT for it).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -26,8 +29,11 @@ THREADS="$(echo $THREADS | tr ' ' '\n' | sort -nu | tr '\n' ' ')"
 REPEAT="${REPEAT:-3}"
 BENCHTIME="${BENCHTIME:-1s}"
 TOPICS="${TOPICS:-gemm}"
+if [ "${HF:-0}" != 0 ]; then TOPICS="$TOPICS hf"; fi
 
-if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+# Without libopenblas0-pthread, Debian's torch runs on the reference BLAS,
+# an order of magnitude slower: no anchor at all.
+if ! "$PY" -c 'import torch' >/dev/null 2>&1 || ! ls /usr/lib/*/libopenblas.so.0 >/dev/null 2>&1; then
 	echo "== installing the PyTorch anchor: python3-torch libopenblas0-pthread (apt-get)"
 	SUDO=""
 	if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -44,11 +50,19 @@ if p:
     print(lib.openblas_get_corename().decode())
 else:
     print("(no OpenBLAS loaded)")' 2>/dev/null || echo unknown)"
-echo "== OPENBLAS_CORETYPE=SkylakeX is set for the PyTorch side only: on this CPU (AMD"
-echo "   Zen 5, AVX-512) OpenBLAS 0.3.21 does not recognise the core (it reports"
-echo "   '$detected' here without the variable; Prescott on some of these VMs) and"
-echo "   would skip its AVX-512 kernels; SkylakeX selects them, the core this CPU"
-echo "   really is. troupe's Go benchmarks run without it (removed from their env)."
+# SkylakeX kernels need AVX-512: on a CPU without it they die of SIGILL, and
+# OpenBLAS's own choice stands.
+CORETYPE=()
+if grep -qw avx512f /proc/cpuinfo; then
+	CORETYPE=(OPENBLAS_CORETYPE=SkylakeX)
+	echo "== OPENBLAS_CORETYPE=SkylakeX is set for the PyTorch side only: on this CPU (AMD"
+	echo "   Zen 5, AVX-512) OpenBLAS 0.3.21 does not recognise the core (it reports"
+	echo "   '$detected' here without the variable; Prescott on some of these VMs) and"
+	echo "   would skip its AVX-512 kernels; SkylakeX selects them, the core this CPU"
+	echo "   really is. troupe's Go benchmarks run without it (removed from their env)."
+else
+	echo "== no AVX-512 on this CPU: OpenBLAS keeps the core it detects ('$detected')"
+fi
 echo "== threads: $THREADS; repeats: $REPEAT alternating troupe/PyTorch per shape (medians"
 echo "   reported); Go -benchtime $BENCHTIME"
 echo "== CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -58,7 +72,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$GO" test -c -o "$tmp/bench.test" ./benchmarks
 for topic in $TOPICS; do
 	[ -f "$here/$topic.py" ] || { echo "unknown topic $topic (no $here/$topic.py)" >&2; exit 2; }
-	OPENBLAS_CORETYPE=SkylakeX "$PY" "$here/$topic.py" --go-test "$tmp/bench.test" \
+	env "${CORETYPE[@]}" "$PY" "$here/$topic.py" --go-test "$tmp/bench.test" \
 		--pkg-dir "$root/benchmarks" --threads $THREADS --repeat "$REPEAT" \
 		--benchtime "$BENCHTIME" >"$tmp/$topic.txt"
 	# KEEP=<prefix> keeps the raw rows as <prefix>.<topic>.txt.
@@ -75,5 +89,5 @@ done
 if [ "${NN:-1}" != 0 ]; then
 	echo
 	echo "== nn (benchmarks/compare/nn.py; Go side GOMAXPROCS=1, -benchtime 10x)"
-	OPENBLAS_CORETYPE=SkylakeX "$PY" "$here/nn.py" --go-test "$tmp/bench.test"
+	env "${CORETYPE[@]}" "$PY" "$here/nn.py" --go-test "$tmp/bench.test"
 fi
