@@ -1,0 +1,251 @@
+package hf
+
+import (
+	"math"
+
+	"github.com/troupe-ml/troupe/tensor"
+)
+
+// span is one sequence's run of consecutive rows in a forward pass.
+type span struct {
+	off, n int // rows [off, off+n) of the pass
+	pos0   int // position of the first row
+	// cache, in generation, holds the keys and values of positions before
+	// pos0 and receives this span's; nil in training, where a span starts
+	// at position 0 and attends to its own rows.
+	cache *kvCache
+}
+
+// kvCache is one sequence's keys (after RoPE) and values, per layer,
+// positions × KVDim.
+type kvCache struct {
+	k, v [][]float32
+}
+
+func newKVCache(c Config, capacity int) *kvCache {
+	kc := &kvCache{k: make([][]float32, c.Layers), v: make([][]float32, c.Layers)}
+	for l := range kc.k {
+		kc.k[l] = make([]float32, 0, capacity*c.KVDim())
+		kc.v[l] = make([]float32, 0, capacity*c.KVDim())
+	}
+	return kc
+}
+
+// layerActs is what backward needs of one layer's forward pass.
+type layerActs struct {
+	x, h1        []float32 // block input, its normed form (input of q/k/v)
+	rstd1        []float32
+	qpre, kpre   []float32 // q and k before the per-head norms (QKNorm)
+	rstdQ, rstdK []float32
+	q, k, v      []float32 // after norms and RoPE
+	o            []float32 // attention output, input of o_proj
+	xm, h2       []float32 // residual after attention, its normed form
+	rstd2        []float32
+	gate, up, a  []float32 // a = silu(gate)·up, input of down_proj
+	u            [numProj][]float32
+}
+
+// acts is what backward needs of a whole forward pass.
+type acts struct {
+	layers []layerActs
+	xf     []float32 // input of the final norm
+	rstdF  []float32
+	hf     []float32 // final normed hidden states
+}
+
+// forward runs the decoder over toks laid out as spans and returns the
+// final normed hidden states (len(toks)×Hidden). With save non-nil it keeps
+// what backward needs; ad (may be nil) adds LoRA deltas.
+func (m *Model) forward(ad *LoRA, toks []int, spans []span, save *acts) []float32 {
+	c := m.Config
+	N, H := len(toks), c.Hidden
+	QD, KVD, I := c.QDim(), c.KVDim(), c.Intermediate
+	eps := float32(c.RMSEps)
+	x := make([]float32, N*H)
+	for i, t := range toks {
+		m.embed.Row(x[i*H:(i+1)*H], t)
+	}
+	if save != nil {
+		save.layers = make([]layerActs, c.Layers)
+	}
+	h := make([]float32, N*H)
+	rstd := make([]float32, N)
+	tmp := make([]float32, N*H)
+	for l := range m.layers {
+		L := &m.layers[l]
+		var sa *layerActs
+		if save != nil {
+			sa = &save.layers[l]
+			sa.x = append([]float32(nil), x...)
+		}
+		rmsNorm(h, rstd, x, L.inNorm, N, H, eps)
+		q := make([]float32, N*QD)
+		k := make([]float32, N*KVD)
+		v := make([]float32, N*KVD)
+		m.linear(ad, l, QProj, q, h, N, sa)
+		m.linear(ad, l, KProj, k, h, N, sa)
+		m.linear(ad, l, VProj, v, h, N, sa)
+		if sa != nil {
+			sa.h1, sa.rstd1 = append([]float32(nil), h...), append([]float32(nil), rstd...)
+		}
+		if c.QKNorm {
+			rq := make([]float32, N*c.Heads)
+			rk := make([]float32, N*c.KVHeads)
+			if sa != nil {
+				sa.qpre, sa.kpre = append([]float32(nil), q...), append([]float32(nil), k...)
+				sa.rstdQ, sa.rstdK = rq, rk
+			}
+			rmsNorm(q, rq, q, L.qNorm, N*c.Heads, c.HeadDim, eps)
+			rmsNorm(k, rk, k, L.kNorm, N*c.KVHeads, c.HeadDim, eps)
+		}
+		for _, sp := range spans {
+			for i := 0; i < sp.n; i++ {
+				r, pos := sp.off+i, sp.pos0+i
+				m.rope.rotate(q[r*QD:(r+1)*QD], c.Heads, pos, false)
+				m.rope.rotate(k[r*KVD:(r+1)*KVD], c.KVHeads, pos, false)
+			}
+		}
+		o := make([]float32, N*QD)
+		for _, sp := range spans {
+			m.attend(l, o, q, k, v, sp)
+		}
+		if sa != nil {
+			sa.q, sa.k, sa.v, sa.o = q, k, v, o
+		}
+		m.linear(ad, l, OProj, tmp, o, N, sa)
+		tensor.VecAdd(x, x, tmp)
+		if sa != nil {
+			sa.xm = append([]float32(nil), x...)
+		}
+		rmsNorm(h, rstd, x, L.postNorm, N, H, eps)
+		gate := make([]float32, N*I)
+		up := make([]float32, N*I)
+		m.linear(ad, l, GateProj, gate, h, N, sa)
+		m.linear(ad, l, UpProj, up, h, N, sa)
+		a := make([]float32, N*I)
+		for i, g := range gate {
+			a[i] = g * tensor.Sigmoid32(g) * up[i]
+		}
+		m.linear(ad, l, DownProj, tmp, a, N, sa)
+		tensor.VecAdd(x, x, tmp)
+		if sa != nil {
+			sa.h2, sa.rstd2 = append([]float32(nil), h...), append([]float32(nil), rstd...)
+			sa.gate, sa.up, sa.a = gate, up, a
+		}
+	}
+	hf := make([]float32, N*H)
+	rmsNorm(hf, rstd, x, m.norm, N, H, eps)
+	if save != nil {
+		save.xf, save.rstdF, save.hf = x, rstd, hf
+	}
+	return hf
+}
+
+// linear computes y = x·Wᵀ + b (+ the adapter's scaled x·Aᵀ·Bᵀ) for
+// projection p of layer l over n rows, keeping x·Aᵀ for backward.
+func (m *Model) linear(ad *LoRA, l int, p Proj, y, x []float32, n int, sa *layerActs) {
+	L := &m.layers[l]
+	w := &L.proj[p]
+	w.MulT(y, x, n, 0)
+	if b := L.bias[p]; b != nil {
+		tensor.AddRowVec(y, y, b, n, w.Rows)
+	}
+	mod := ad.module(l, p)
+	if mod == nil {
+		return
+	}
+	r := ad.Config.Rank
+	u := make([]float32, n*r)
+	tensor.Gemm(false, true, n, r, w.Cols, 1, x, w.Cols, mod.A.Data(), w.Cols, 0, u, r)
+	tensor.Gemm(false, true, n, w.Rows, r, ad.scale, u, r, mod.B.Data(), r, 1, y, w.Rows)
+	if sa != nil {
+		sa.u[p] = u
+	}
+}
+
+// attend computes the causal attention of one span's queries, writing its
+// rows of o. In generation the span's keys and values are appended to its
+// cache first and it attends to all of the cache.
+func (m *Model) attend(l int, o, q, k, v []float32, sp span) {
+	c := m.Config
+	D, QD, KVD := c.HeadDim, c.QDim(), c.KVDim()
+	keys, vals := k[sp.off*KVD:(sp.off+sp.n)*KVD], v[sp.off*KVD:(sp.off+sp.n)*KVD]
+	if sp.cache != nil {
+		kc := sp.cache
+		kc.k[l] = append(kc.k[l][:sp.pos0*KVD], keys...)
+		kc.v[l] = append(kc.v[l][:sp.pos0*KVD], vals...)
+		keys, vals = kc.k[l], kc.v[l]
+	}
+	nk := sp.pos0 + sp.n
+	scale := float32(1 / math.Sqrt(float64(D)))
+	s := make([]float32, sp.n*nk)
+	group := c.Heads / c.KVHeads
+	for hd := 0; hd < c.Heads; hd++ {
+		g := hd / group
+		tensor.Gemm(false, true, sp.n, nk, D, scale, q[sp.off*QD+hd*D:], QD, keys[g*D:], KVD, 0, s, nk)
+		m.maskSoftmax(s, sp.n, nk, sp.pos0)
+		tensor.Gemm(false, false, sp.n, D, nk, 1, s, nk, vals[g*D:], KVD, 0, o[sp.off*QD+hd*D:], QD)
+	}
+}
+
+// window returns the first key position that query position pos sees.
+func (m *Model) window(pos int) int {
+	if w := m.Config.SlidingWindow; w > 0 && pos-w+1 > 0 {
+		return pos - w + 1
+	}
+	return 0
+}
+
+// maskSoftmax turns the n×nk scores of queries at positions pos0… into
+// causal attention weights in place: zero outside the keys a query sees.
+func (m *Model) maskSoftmax(s []float32, n, nk, pos0 int) {
+	for i := 0; i < n; i++ {
+		row := s[i*nk : (i+1)*nk]
+		p := pos0 + i
+		lo := m.window(p)
+		tensor.SoftmaxRows(row[lo:p+1], row[lo:p+1], 1, p+1-lo)
+		clear(row[:lo])
+		clear(row[p+1:])
+	}
+}
+
+// rmsNorm computes y = x / rms(x) · w over rows of width d (y may alias
+// x) and records 1/rms per row.
+func rmsNorm(y, rstd, x, w []float32, rows, d int, eps float32) {
+	for r := 0; r < rows; r++ {
+		xr := x[r*d : (r+1)*d]
+		var ss float64
+		for _, e := range xr {
+			ss += float64(e) * float64(e)
+		}
+		rs := float32(1 / math.Sqrt(ss/float64(d)+float64(eps)))
+		rstd[r] = rs
+		yr := y[r*d : (r+1)*d]
+		for j, e := range xr {
+			yr[j] = e * rs * w[j]
+		}
+	}
+}
+
+// rmsNormBackward adds to dx (or, with overwrite, writes) the gradient of
+// rmsNorm with respect to x, given dy, x, w and the recorded 1/rms.
+func rmsNormBackward(dx, dy, x, w, rstd []float32, rows, d int, overwrite bool) {
+	for r := 0; r < rows; r++ {
+		xr, dyr, dxr := x[r*d:(r+1)*d], dy[r*d:(r+1)*d], dx[r*d:(r+1)*d]
+		rs := float64(rstd[r])
+		var dot float64
+		for j, e := range xr {
+			dot += float64(dyr[j]) * float64(w[j]) * float64(e)
+		}
+		c := float32(rs * rs * rs * dot / float64(d))
+		frs := float32(rs)
+		for j, e := range xr {
+			g := frs*dyr[j]*w[j] - e*c
+			if overwrite {
+				dxr[j] = g
+			} else {
+				dxr[j] += g
+			}
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package hf
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	ts "gorgonia.org/tensor"
+
+	"github.com/troupe-ml/troupe/nn"
+	"github.com/troupe-ml/troupe/safetensors"
+)
+
+// LoRAConfig configures low-rank adapters (Hu et al. 2021) with PEFT's
+// options: each targeted projection y = x·Wᵀ becomes
+// y = x·Wᵀ + (Alpha/Rank)·x·Aᵀ·Bᵀ with A of Rank×in and B of out×Rank.
+type LoRAConfig struct {
+	Rank  int
+	Alpha float64
+	// Targets are PEFT's target_modules: q_proj, k_proj, v_proj, o_proj,
+	// gate_proj, up_proj, down_proj. Empty: all seven.
+	Targets []string
+	// RSLoRA scales by Alpha/√Rank instead (rank-stabilised LoRA).
+	RSLoRA bool
+	// Seed seeds A's initialisation.
+	Seed uint64
+}
+
+// DefaultTargets are all seven projections of a block.
+var DefaultTargets = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+// loraModule is one adapted projection.
+type loraModule struct {
+	A, B *nn.Param
+}
+
+// LoRA is a set of adapters over one Model. Its matrices live in an
+// nn.Store, so nn's optimizers and gradient clipping apply to them; the
+// base model is never written.
+type LoRA struct {
+	Config LoRAConfig
+	Store  *nn.Store
+	// Base is the model the adapter was made for.
+	Base  *Model
+	mods  [][numProj]*loraModule
+	scale float32
+}
+
+// NewLoRA makes adapters for base, initialised as PEFT does: A from
+// Kaiming-uniform (bound 1/√in), B zero, so the adapted model starts equal
+// to the base.
+func NewLoRA(base *Model, cfg LoRAConfig) (*LoRA, error) {
+	if cfg.Rank <= 0 {
+		return nil, fmt.Errorf("hf: LoRA rank must be positive, got %d", cfg.Rank)
+	}
+	if cfg.Alpha == 0 {
+		cfg.Alpha = float64(cfg.Rank)
+	}
+	if len(cfg.Targets) == 0 {
+		cfg.Targets = DefaultTargets
+	}
+	targets := map[Proj]bool{}
+	for _, t := range cfg.Targets {
+		p, ok := projByName(t)
+		if !ok {
+			return nil, fmt.Errorf("hf: unknown LoRA target module %q (want one of %s)", t, strings.Join(DefaultTargets, ", "))
+		}
+		targets[p] = true
+	}
+	ad := &LoRA{Config: cfg, Store: nn.NewStore(cfg.Seed), Base: base, mods: make([][numProj]*loraModule, base.Config.Layers)}
+	ad.scale = float32(cfg.Alpha / float64(cfg.Rank))
+	if cfg.RSLoRA {
+		ad.scale = float32(cfg.Alpha / math.Sqrt(float64(cfg.Rank)))
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x10a))
+	for l := range ad.mods {
+		for p := Proj(0); p < numProj; p++ {
+			if !targets[p] {
+				continue
+			}
+			out, in := base.Config.projShape(p)
+			bound := 1 / math.Sqrt(float64(in))
+			a := ad.Store.GetOrCreate(peftName(l, p, "lora_A"), ts.Shape{cfg.Rank, in}, func(_ *rand.Rand, _ ts.Shape, d []float32) {
+				for i := range d {
+					d[i] = float32((2*rng.Float64() - 1) * bound)
+				}
+			})
+			b := ad.Store.GetOrCreate(peftName(l, p, "lora_B"), ts.Shape{out, cfg.Rank}, nn.Zeros)
+			ad.mods[l][p] = &loraModule{A: a, B: b}
+		}
+	}
+	return ad, nil
+}
+
+func projByName(s string) (Proj, bool) {
+	for p := Proj(0); p < numProj; p++ {
+		if p.String() == s {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// peftName is PEFT's saved name of an adapter matrix
+// (base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight).
+func peftName(l int, p Proj, which string) string {
+	return "base_model.model.model.layers." + strconv.Itoa(l) + "." + projModules[p] + "." + which + ".weight"
+}
+
+// module returns the adapter of projection p in layer l, nil when ad is nil
+// or p is not targeted.
+func (ad *LoRA) module(l int, p Proj) *loraModule {
+	if ad == nil {
+		return nil
+	}
+	return ad.mods[l][p]
+}
+
+// Params returns the trainable matrices.
+func (ad *LoRA) Params() []*nn.Param { return ad.Store.Params() }
+
+// peftConfig is adapter_config.json as PEFT writes it for LoRA.
+type peftConfig struct {
+	PeftType        string   `json:"peft_type"`
+	TaskType        string   `json:"task_type"`
+	R               int      `json:"r"`
+	LoraAlpha       float64  `json:"lora_alpha"`
+	LoraDropout     float64  `json:"lora_dropout"`
+	TargetModules   []string `json:"target_modules"`
+	Bias            string   `json:"bias"`
+	FanInFanOut     bool     `json:"fan_in_fan_out"`
+	InferenceMode   bool     `json:"inference_mode"`
+	InitLoraWeights bool     `json:"init_lora_weights"`
+	UseRSLoRA       bool     `json:"use_rslora"`
+	UseDora         bool     `json:"use_dora"`
+	ModulesToSave   []string `json:"modules_to_save"`
+	BaseModel       string   `json:"base_model_name_or_path"`
+	RankPattern     struct{} `json:"rank_pattern"`
+	AlphaPattern    struct{} `json:"alpha_pattern"`
+}
+
+// Save writes the adapters in PEFT's layout: dir/adapter_config.json and
+// dir/adapter_model.safetensors (float32, PEFT's tensor names), which
+// PEFT's PeftModel.from_pretrained loads. base names the base model in the
+// config (may be empty).
+func (ad *LoRA) Save(dir, base string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("hf: saving adapter: %w", err)
+	}
+	targets := slices.Clone(ad.Config.Targets)
+	slices.Sort(targets)
+	pc := peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: ad.Config.Rank, LoraAlpha: ad.Config.Alpha,
+		TargetModules: targets, Bias: "none", InferenceMode: true, InitLoraWeights: true,
+		UseRSLoRA: ad.Config.RSLoRA, BaseModel: base}
+	cj, err := json.MarshalIndent(pc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "adapter_config.json"), func(f *os.File) error {
+		_, err := f.Write(append(cj, '\n'))
+		return err
+	}); err != nil {
+		return fmt.Errorf("hf: saving adapter: %w", err)
+	}
+	var tensors []safetensors.Tensor
+	for _, p := range ad.Store.Params() {
+		tensors = append(tensors, safetensors.FromFloat32(p.Name, slices.Clone([]int(p.Shape())), p.Data()))
+	}
+	err = writeFileAtomic(filepath.Join(dir, "adapter_model.safetensors"), func(f *os.File) error {
+		return safetensors.Write(f, tensors, map[string]string{"format": "pt"})
+	})
+	if err != nil {
+		return fmt.Errorf("hf: saving adapter: %w", err)
+	}
+	return nil
+}
+
+// LoadLoRA reads adapters that Save (or PEFT) wrote for base. Tensor names
+// with PEFT's adapter-name infix (….lora_A.default.weight) are accepted.
+func LoadLoRA(base *Model, dir string) (*LoRA, error) {
+	cb, err := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("hf: loading adapter: %w", err)
+	}
+	var pc peftConfig
+	if err := json.Unmarshal(cb, &pc); err != nil {
+		return nil, fmt.Errorf("hf: %s: %w", filepath.Join(dir, "adapter_config.json"), err)
+	}
+	if pc.PeftType != "LORA" {
+		return nil, fmt.Errorf("hf: %s: peft_type %q, want LORA", dir, pc.PeftType)
+	}
+	if pc.UseDora || pc.FanInFanOut || (pc.Bias != "" && pc.Bias != "none") || len(pc.ModulesToSave) > 0 {
+		return nil, fmt.Errorf("hf: %s: unsupported LoRA options (use_dora, fan_in_fan_out, bias or modules_to_save)", dir)
+	}
+	ad, err := NewLoRA(base, LoRAConfig{Rank: pc.R, Alpha: pc.LoraAlpha, Targets: pc.TargetModules, RSLoRA: pc.UseRSLoRA})
+	if err != nil {
+		return nil, fmt.Errorf("hf: %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "adapter_model.safetensors")
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("hf: %w", err)
+	}
+	defer f.Close()
+	names := map[string]string{}
+	for _, n := range f.Names() {
+		names[strings.Replace(strings.Replace(n, ".lora_A.default.", ".lora_A.", 1), ".lora_B.default.", ".lora_B.", 1)] = n
+	}
+	for _, p := range ad.Store.Params() {
+		src, ok := names[p.Name]
+		if !ok {
+			return nil, fmt.Errorf("hf: %s: missing tensor %s (shape %v)", path, p.Name, p.Shape())
+		}
+		t, _ := f.Tensor(src)
+		if !slices.Equal(t.Shape, []int(p.Shape())) {
+			return nil, fmt.Errorf("hf: %s: tensor %s has shape %v, want %v", path, src, t.Shape, p.Shape())
+		}
+		v, err := t.Float32s()
+		if err != nil {
+			return nil, fmt.Errorf("hf: %s: tensor %s: %w", path, src, err)
+		}
+		copy(p.Data(), v)
+	}
+	return ad, nil
+}
+
+// writeFileAtomic writes path through a temporary file in the same folder,
+// synced and renamed, so a crash leaves the old file or the new one.
+func writeFileAtomic(path string, write func(*os.File) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

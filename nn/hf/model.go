@@ -1,0 +1,293 @@
+package hf
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/troupe-ml/troupe/safetensors"
+	"github.com/troupe-ml/troupe/tensor"
+)
+
+// Matrix is a frozen weight of Rows×Cols (a Linear weight is out×in, as
+// Hugging Face stores it), kept in its checkpoint's storage format: 16-bit
+// weights stay 16-bit (often a view into the memory-mapped file) and the
+// kernels widen them while they read them.
+type Matrix struct {
+	Rows, Cols int
+	// Half holds the bit patterns of a BF16 or F16 weight (Format); F32 a
+	// float32 weight. Exactly one is set.
+	Half   []uint16
+	Format tensor.Half
+	F32    []float32
+}
+
+// MulT computes y = x·Wᵀ + beta·y for the m rows of x (m×Cols): the
+// Linear layer's forward product.
+func (w *Matrix) MulT(y, x []float32, m int, beta float32) {
+	if w.F32 != nil {
+		tensor.Gemm(false, true, m, w.Rows, w.Cols, 1, x, w.Cols, w.F32, w.Cols, beta, y, w.Rows)
+		return
+	}
+	tensor.GemmHalf(true, m, w.Rows, w.Cols, 1, x, w.Cols, w.Half, w.Cols, w.Format, beta, y, w.Rows)
+}
+
+// Mul computes dx = dy·W + beta·dx for the m rows of dy (m×Rows): the
+// gradient of MulT with respect to its input.
+func (w *Matrix) Mul(dx, dy []float32, m int, beta float32) {
+	if w.F32 != nil {
+		tensor.Gemm(false, false, m, w.Cols, w.Rows, 1, dy, w.Rows, w.F32, w.Cols, beta, dx, w.Cols)
+		return
+	}
+	tensor.GemmHalf(false, m, w.Cols, w.Rows, 1, dy, w.Rows, w.Half, w.Cols, w.Format, beta, dx, w.Cols)
+}
+
+// Row widens row i into dst (len Cols): an embedding lookup.
+func (w *Matrix) Row(dst []float32, i int) {
+	if w.F32 != nil {
+		copy(dst, w.F32[i*w.Cols:(i+1)*w.Cols])
+		return
+	}
+	tensor.HalfToFloat32(dst[:w.Cols], w.Half[i*w.Cols:(i+1)*w.Cols], w.Format)
+}
+
+// Float32s returns the weight widened to float32 (a copy).
+func (w *Matrix) Float32s() []float32 {
+	if w.F32 != nil {
+		return append([]float32(nil), w.F32...)
+	}
+	out := make([]float32, len(w.Half))
+	tensor.HalfToFloat32(out, w.Half, w.Format)
+	return out
+}
+
+// Proj names the seven projections of a decoder block, the modules that
+// LoRA adapts.
+type Proj int
+
+// The projections, in the order of a block's forward pass.
+const (
+	QProj Proj = iota
+	KProj
+	VProj
+	OProj
+	GateProj
+	UpProj
+	DownProj
+	numProj
+)
+
+// projModules are the module paths of the projections inside a layer.
+var projModules = [numProj]string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}
+
+// String is the module name PEFT's target_modules use (q_proj, ...).
+func (p Proj) String() string {
+	if p < 0 || p >= numProj {
+		return "Proj(" + strconv.Itoa(int(p)) + ")"
+	}
+	m := projModules[p]
+	for i := len(m) - 1; i >= 0; i-- {
+		if m[i] == '.' {
+			return m[i+1:]
+		}
+	}
+	return m
+}
+
+// shape returns a projection's out×in shape.
+func (c Config) projShape(p Proj) (out, in int) {
+	switch p {
+	case QProj:
+		return c.QDim(), c.Hidden
+	case KProj, VProj:
+		return c.KVDim(), c.Hidden
+	case OProj:
+		return c.Hidden, c.QDim()
+	case GateProj, UpProj:
+		return c.Intermediate, c.Hidden
+	default:
+		return c.Hidden, c.Intermediate
+	}
+}
+
+// hasBias reports whether the architecture gives projection p a bias.
+func (c Config) hasBias(p Proj) bool {
+	switch p {
+	case QProj, KProj, VProj:
+		return c.QKVBias
+	case OProj:
+		return c.OBias
+	default:
+		return c.MLPBias
+	}
+}
+
+type layer struct {
+	inNorm, postNorm []float32
+	qNorm, kNorm     []float32 // QKNorm only
+	proj             [numProj]Matrix
+	bias             [numProj][]float32 // nil where the architecture has none
+}
+
+// Model is a pretrained decoder-only language model (Qwen2, Qwen3, Llama,
+// Mistral) with frozen weights. It is safe for concurrent use: generation
+// and training keep their state outside it, and several LoRA adapters can
+// share one Model.
+type Model struct {
+	Config Config
+	embed  Matrix
+	norm   []float32
+	head   *Matrix // &embed when tied
+	layers []layer
+	rope   *rope
+	closer io.Closer
+}
+
+// Load loads a Hugging Face model directory: config.json and
+// model.safetensors, or the shards of model.safetensors.index.json. 16-bit
+// weights stay 16-bit and are memory-mapped from the files; norms and
+// biases are widened to float32. A missing tensor, or one whose shape or
+// dtype does not fit the config, is an error naming it and both shapes.
+func Load(dir string) (*Model, error) {
+	c, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("hf: %w", err)
+	}
+	m, err := fromTensors(c, st)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("hf: %s: %w", dir, err)
+	}
+	m.closer = st
+	return m, nil
+}
+
+// Close releases the memory-mapped weights; the Model must not be used
+// afterwards.
+func (m *Model) Close() error {
+	if m.closer == nil {
+		return nil
+	}
+	err := m.closer.Close()
+	m.closer = nil
+	return err
+}
+
+// tensorSource is what fromTensors reads: a safetensors directory.
+type tensorSource interface {
+	Tensor(name string) (safetensors.Tensor, bool)
+}
+
+func fromTensors(c Config, st tensorSource) (*Model, error) {
+	m := &Model{Config: c, layers: make([]layer, c.Layers), rope: newRope(c)}
+	var err error
+	if m.embed, err = matrix(st, "model.embed_tokens.weight", c.Vocab, c.Hidden); err != nil {
+		return nil, err
+	}
+	if m.norm, err = vector(st, "model.norm.weight", c.Hidden); err != nil {
+		return nil, err
+	}
+	if c.Tied {
+		m.head = &m.embed
+	} else {
+		h, err := matrix(st, "lm_head.weight", c.Vocab, c.Hidden)
+		if err != nil {
+			return nil, err
+		}
+		m.head = &h
+	}
+	for i := range m.layers {
+		L := &m.layers[i]
+		pre := "model.layers." + strconv.Itoa(i) + "."
+		if L.inNorm, err = vector(st, pre+"input_layernorm.weight", c.Hidden); err != nil {
+			return nil, err
+		}
+		if L.postNorm, err = vector(st, pre+"post_attention_layernorm.weight", c.Hidden); err != nil {
+			return nil, err
+		}
+		if c.QKNorm {
+			if L.qNorm, err = vector(st, pre+"self_attn.q_norm.weight", c.HeadDim); err != nil {
+				return nil, err
+			}
+			if L.kNorm, err = vector(st, pre+"self_attn.k_norm.weight", c.HeadDim); err != nil {
+				return nil, err
+			}
+		}
+		for p := Proj(0); p < numProj; p++ {
+			out, in := c.projShape(p)
+			if L.proj[p], err = matrix(st, pre+projModules[p]+".weight", out, in); err != nil {
+				return nil, err
+			}
+			if c.hasBias(p) {
+				if L.bias[p], err = vector(st, pre+projModules[p]+".bias", out); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return m, nil
+}
+
+var errMissing = errors.New("missing tensor")
+
+func lookup(st tensorSource, name string, shape ...int) (safetensors.Tensor, error) {
+	t, ok := st.Tensor(name)
+	if !ok {
+		return t, fmt.Errorf("%w %s (want shape %v)", errMissing, name, shape)
+	}
+	if len(t.Shape) != len(shape) {
+		return t, fmt.Errorf("tensor %s has shape %v, want %v", name, t.Shape, shape)
+	}
+	for i := range shape {
+		if t.Shape[i] != shape[i] {
+			return t, fmt.Errorf("tensor %s has shape %v, want %v", name, t.Shape, shape)
+		}
+	}
+	return t, nil
+}
+
+func matrix(st tensorSource, name string, rows, cols int) (Matrix, error) {
+	t, err := lookup(st, name, rows, cols)
+	if err != nil {
+		return Matrix{}, err
+	}
+	w := Matrix{Rows: rows, Cols: cols}
+	switch t.DType {
+	case safetensors.BF16, safetensors.F16:
+		w.Format = tensor.BF16
+		if t.DType == safetensors.F16 {
+			w.Format = tensor.F16
+		}
+		w.Half, err = t.Uint16s()
+	case safetensors.F32:
+		w.F32, err = t.Float32s()
+	default:
+		return w, fmt.Errorf("tensor %s has dtype %s, want BF16, F16 or F32", name, t.DType)
+	}
+	if err != nil {
+		return w, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	return w, nil
+}
+
+func vector(st tensorSource, name string, n int) ([]float32, error) {
+	t, err := lookup(st, name, n)
+	if err != nil {
+		return nil, err
+	}
+	switch t.DType {
+	case safetensors.BF16, safetensors.F16, safetensors.F32:
+	default:
+		return nil, fmt.Errorf("tensor %s has dtype %s, want BF16, F16 or F32", name, t.DType)
+	}
+	v, err := t.Float32s()
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", name, err)
+	}
+	return v, nil
+}
