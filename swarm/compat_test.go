@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -61,15 +63,32 @@ func sdkHeaders(key string) map[string]string {
 }
 
 // TestAgentJetAndOpenAICompat speaks the exact JSON that AgentJet's
-// SwarmClient (pydantic model_dump) and the OpenAI SDKs send.
+// SwarmClient (pydantic model_dump) and the OpenAI SDKs send: once against
+// a server without an admin token, once against one with a token, reached
+// the way AgentJet's client is given it, as the base URL
+// http://host:port/t/<token> (no headers).
 func TestAgentJetAndOpenAICompat(t *testing.T) {
+	t.Run("open", func(t *testing.T) { testAgentJetCompat(t, "") })
+	t.Run("token-prefix", func(t *testing.T) { testAgentJetCompat(t, "tok-3f9a1c") })
+}
+
+// agentJetBaseURL is what AgentJet's SwarmClient does to the claim's
+// openai_base_url: re.sub(r'^https?://[^/]+', self.server_url, url).
+func agentJetBaseURL(serverURL, openaiBaseURL string) string {
+	return regexp.MustCompile(`^https?://[^/]+`).ReplaceAllLiteralString(openaiBaseURL, serverURL)
+}
+
+func testAgentJetCompat(t *testing.T, token string) {
 	m, _ := NewPresetModel("small")
-	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(1, 2), Logger: quietLog})
+	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(1, 2), Logger: quietLog, AdminToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httpServer(t, s)
 	u := ts.URL
+	if token != "" {
+		u += "/t/" + token
+	}
 
 	// OFFLINE: claim fails with a readable cause; config can be synced.
 	_, st := rawGetJSON(t, u+"/get_engine_status")
@@ -102,9 +121,10 @@ func TestAgentJetAndOpenAICompat(t *testing.T) {
 			t.Fatalf("claim: %d %v", code, cl)
 		}
 		ep, key, base := cl["episode_uuid"].(string), cl["openai_api_key"].(string), cl["openai_base_url"].(string)
-		if base != u+"/v1" {
-			t.Fatalf("openai_base_url %q, want %q", base, u+"/v1")
+		if base != ts.URL+"/v1" {
+			t.Fatalf("openai_base_url %q, want %q", base, ts.URL+"/v1")
 		}
+		base = agentJetBaseURL(u, base)
 		// OpenAI Python SDK: client.chat.completions.create(...)
 		chat := `{"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": [{"type": "text", "text": "hello"}]}],
 			"model": "small", "max_tokens": 12, "temperature": 0.8, "top_p": 0.95, "n": 2, "seed": 42, "logprobs": true, "top_logprobs": 2, "stop": ["\n\n"]}`
@@ -196,6 +216,29 @@ func TestAgentJetAndOpenAICompat(t *testing.T) {
 	if code != 200 || pool["engine_status"] != StatusRolling || pool["global_step"].(float64) != 1 {
 		t.Fatalf("pool information: %d %v", code, pool)
 	}
+	// one finished episode of another task, to see its reward in the pool
+	code, cl = rawPost(t, u+"/claim_episode", claimBody, nil)
+	if code != 200 || cl["success"] != true {
+		t.Fatalf("claim: %d %v", code, cl)
+	}
+	end := `{"client_uuid": "c-1", "episode_uuid": "` + cl["episode_uuid"].(string) + `", "workflow_output": {"reward": 0.5, "is_success": null, "metadata": {"task_id": "task-8"}, "log_metrics": {}}, "task_id": "task-8"}`
+	if code, r := rawPost(t, u+"/end_episode", end, nil); code != 200 || r["success"] != true {
+		t.Fatalf("end_episode: %d %v", code, r)
+	}
+	_, pool = rawGetJSON(t, u+"/get_current_batch_rollout_pool_information")
+	if rw, _ := pool["completed_tasks_rewards"].(map[string]any); fmt.Sprint(rw["task-8"]) != "[0.5]" {
+		t.Fatalf("completed_tasks_rewards %v, want task-8: [0.5]", pool["completed_tasks_rewards"])
+	}
+	if cu, _ := pool["completed_tasks_client_uuids"].(map[string]any); fmt.Sprint(cu["task-8"]) != "[c-1]" {
+		t.Fatalf("completed_tasks_client_uuids %v: the open server and an admin see client ids", pool["completed_tasks_client_uuids"])
+	}
+	// SwarmClient.server_experiment_dir: a JSON object with the key (null without a run directory)
+	if code, d := rawGetJSON(t, u+"/get_server_experiment_dir"); code != 200 || d["server_experiment_dir"] != nil {
+		t.Fatalf("get_server_experiment_dir: %d %v", code, d)
+	}
+	if code, d := rawGetJSON(t, u+"/get_verbose_logs"); code != 200 || d["entries"] == nil {
+		t.Fatalf("get_verbose_logs: %d %v", code, d)
+	}
 
 	// models, health, metrics
 	code, b := rawGet(t, u+"/v1/models")
@@ -209,7 +252,7 @@ func TestAgentJetAndOpenAICompat(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("/metrics: %d %s", code, b)
 	}
-	for _, want := range []string{"swarm_episodes_total{event=\"claimed\"} 3", "swarm_global_step 1", `swarm_http_requests_total{code="200",endpoint="chat_completions"}`, "swarm_engine_status{status=\"ENGINE.ROLLING\"} 1"} {
+	for _, want := range []string{"swarm_episodes_total{event=\"claimed\"} 4", "swarm_global_step 1", `swarm_http_requests_total{code="200",endpoint="chat_completions"}`, "swarm_engine_status{status=\"ENGINE.ROLLING\"} 1"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("/metrics lacks %q", want)
 		}

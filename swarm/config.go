@@ -13,6 +13,13 @@ const (
 	CollectEpisodes      = "rollout_until_finish_enough_episodes"
 	CollectTasks         = "rollout_until_finish_enough_tasks"
 	CollectNonDummyTasks = "rollout_until_finish_enough_non_dummy_tasks"
+	// CollectAnyAgree trains once any active client has agreed
+	// (POST /agree_sync_weight), on every finished episode; a client is
+	// active once it ended a rewarded train episode since the last weight
+	// sync. BatchSize does not apply.
+	CollectAnyAgree = "rollout_until_any_client_agree_sync_weight"
+	// CollectAllAgree trains once every active client has agreed.
+	CollectAllAgree = "rollout_until_all_clients_agree_sync_weight"
 )
 
 // TrainConfig is the training policy of a server.
@@ -23,8 +30,8 @@ type TrainConfig struct {
 	// NumRepeat is the number of episodes expected per task, the GRPO group
 	// size (ajet.rollout.num_repeat).
 	NumRepeat int
-	// CollectionMethod is one of CollectEpisodes, CollectTasks (default) and
-	// CollectNonDummyTasks.
+	// CollectionMethod is one of CollectEpisodes, CollectTasks (default),
+	// CollectNonDummyTasks, CollectAnyAgree and CollectAllAgree.
 	CollectionMethod string
 	// Algorithm is the advantage estimator; only "grpo" is supported
 	// (ajet.trainer_common.algorithm.adv_estimator).
@@ -73,10 +80,10 @@ func (c TrainConfig) Validate() error {
 		return fmt.Errorf("drain timeout must be >= 0")
 	}
 	switch c.CollectionMethod {
-	case CollectEpisodes, CollectTasks, CollectNonDummyTasks:
+	case CollectEpisodes, CollectTasks, CollectNonDummyTasks, CollectAnyAgree, CollectAllAgree:
 	default:
-		return fmt.Errorf("swarm_mode_sample_collection_method %q is not supported (want %s, %s or %s)",
-			c.CollectionMethod, CollectEpisodes, CollectTasks, CollectNonDummyTasks)
+		return fmt.Errorf("swarm_mode_sample_collection_method %q is not supported (want %s, %s, %s, %s or %s)",
+			c.CollectionMethod, CollectEpisodes, CollectTasks, CollectNonDummyTasks, CollectAnyAgree, CollectAllAgree)
 	}
 	if strings.ToLower(c.Algorithm) != "grpo" {
 		return fmt.Errorf("adv_estimator %q is not supported (only grpo)", c.Algorithm)

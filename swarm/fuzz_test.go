@@ -24,7 +24,7 @@ func fuzzServer(f *testing.F) (*Server, string, string, string) {
 	s.Start()
 	f.Cleanup(func() { s.Close() })
 	rec := httptest.NewRecorder()
-	s.mux.ServeHTTP(rec, httptest.NewRequest("POST", "/claim_episode", strings.NewReader(`{"client_uuid":"fz","episode_type":"train","discard_episode_timeout":100000}`)))
+	s.mux.ServeHTTP(rec, httptest.NewRequest("POST", "/claim_episode", strings.NewReader(`{"client_uuid":"fz","episode_type":"train","discard_episode_timeout":3000}`)))
 	var id, key string
 	for _, part := range strings.Split(rec.Body.String(), `"`) {
 		if strings.HasPrefix(part, keyPrefix) {

@@ -2,6 +2,9 @@ package swarm
 
 import (
 	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -9,6 +12,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -161,6 +166,10 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 	return r.ResponseWriter.Write(b)
 }
 
+// Unwrap lets http.ResponseController reach the connection (write
+// deadlines of streamed chunks).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 func (r *statusRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
@@ -192,7 +201,7 @@ func (s *Server) recoverMiddleware(h http.Handler) http.Handler {
 					panic(v)
 				}
 				s.m.panics.Inc()
-				s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				s.log.Error("handler panic", "path", redactPath(r.URL.Path), "panic", fmt.Sprint(v))
 				writeJSON(w, http.StatusInternalServerError, map[string]any{"detail": "internal error"})
 			}
 		}()
@@ -207,32 +216,149 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("POST /abort_episode", s.instrument("abort_episode", s.handleAbort))
 	mux.Handle("POST /can_continue_episode", s.instrument("can_continue_episode", s.handleCanContinue))
 	mux.Handle("POST /is_episode_claimed", s.instrument("is_episode_claimed", s.handleIsClaimed))
+	mux.Handle("POST /agree_sync_weight", s.instrument("agree_sync_weight", s.handleAgreeSyncWeight))
 	mux.Handle("GET /get_engine_status", s.instrument("get_engine_status", s.handleEngineStatus))
 	mux.Handle("POST /sync_train_config", s.instrument("sync_train_config", s.admin(s.handleSyncConfig)))
+	mux.Handle("POST /sync_train_code", s.instrument("sync_train_code", s.admin(s.handleSyncCode)))
 	mux.Handle("POST /start_engine", s.instrument("start_engine", s.admin(s.handleStartEngine)))
 	mux.Handle("POST /stop_engine", s.instrument("stop_engine", s.admin(s.handleStopEngine)))
 	mux.Handle("POST /get_episode_buffer", s.instrument("get_episode_buffer", s.handleEpisodeBuffer))
 	mux.Handle("GET /get_current_batch_rollout_pool_information", s.instrument("pool_information", s.handlePoolInfo))
+	mux.Handle("GET /get_server_experiment_dir", s.instrument("get_server_experiment_dir", s.handleExperimentDir))
+	mux.Handle("GET /get_verbose_logs", s.instrument("get_verbose_logs", s.handleVerboseLogs))
+	mux.Handle("POST /get_verbose_logs", s.instrument("get_verbose_logs", s.handleVerboseLogs))
 	mux.Handle("POST /v1/chat/completions", s.instrument("chat_completions", s.handleChat))
 	mux.Handle("GET /v1/models", s.instrument("models", s.handleModels))
 	mux.Handle("GET /v1/models/{id}", s.instrument("models", s.handleModel))
 	mux.Handle("GET /health", s.instrument("health", s.handleHealth))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", s.instrument("unknown", s.handleNoRoute))
 	return mux
+}
+
+// probeMethods are the methods handleNoRoute tries to build an Allow header.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// handleNoRoute answers what no route matches with a JSON error: 405 with
+// Allow when the path exists for other methods, 404 otherwise. (ServeMux's
+// own answers are plain text, which OpenAI and AgentJet clients cannot
+// parse.)
+func (s *Server) handleNoRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range probeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := *r
+		probe.Method = m
+		if _, pat := s.mux.Handler(&probe); pat != "" && pat != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		routeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+			msg: fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+		return
+	}
+	routeError(w, &apiError{status: http.StatusNotFound, code: "not_found", msg: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+}
+
+// routeError answers in both error shapes at once: OpenAI's {"error":
+// {...}} and FastAPI's {"detail": ...}, since the caller of an unknown
+// route may be either kind of client.
+func routeError(w http.ResponseWriter, e *apiError) {
+	typ := "invalid_request_error"
+	switch e.status {
+	case http.StatusUnauthorized:
+		typ = "authentication_error"
+	case http.StatusNotFound:
+		typ = "not_found_error"
+	}
+	var code any
+	if e.code != "" {
+		code = e.code
+	}
+	writeJSON(w, e.status, map[string]any{"error": map[string]any{"message": e.msg, "type": typ, "param": nil, "code": code}, "detail": e.msg})
+}
+
+// adminCtxKey marks a request that carried the admin token in its path.
+type adminCtxKey struct{}
+
+// tokenPrefixPath is the URL path prefix that carries the admin token.
+const tokenPrefixPath = "/t/"
+
+// tokenPrefix strips /t/<token>/ from the path of a request whose token is
+// the admin token and marks the request as an admin's; a wrong token gets
+// 401. A client given the base URL http://host:port/t/<token> thus reaches
+// every endpoint with admin rights, and its OpenAI base URL (AgentJet's
+// client puts its own base URL in front of /v1) works too. A repeated
+// prefix is stripped as well.
+func (s *Server) tokenPrefix(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path, admin := r.URL.Path, false
+		for {
+			rest, ok := strings.CutPrefix(path, tokenPrefixPath)
+			if !ok {
+				break
+			}
+			tok, after, _ := strings.Cut(rest, "/")
+			if s.cfg.AdminToken == "" || !tokenEqual(tok, s.cfg.AdminToken) {
+				routeError(w, &apiError{status: http.StatusUnauthorized, code: "invalid_admin_token",
+					msg: "the /t/<token>/ path prefix carries a wrong admin token, or this server has none"})
+				return
+			}
+			path, admin = "/"+after, true
+		}
+		if admin {
+			u := *r.URL
+			u.Path, u.RawPath = path, ""
+			r = r.WithContext(context.WithValue(r.Context(), adminCtxKey{}, true))
+			r.URL = &u
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// redactPath hides the admin token of a /t/<token>/ path (for logs).
+func redactPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, tokenPrefixPath); ok {
+		_, after, _ := strings.Cut(rest, "/")
+		return tokenPrefixPath + "***/" + after
+	}
+	return p
+}
+
+// tokenEqual compares secrets in time independent of their content and
+// length (both are hashed to 32 bytes first).
+func tokenEqual(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}
+
+// isAdmin reports whether the request carries the admin token (path
+// prefix, Authorization: Bearer or X-Admin-Token), or the server has none.
+func (s *Server) isAdmin(r *http.Request) bool {
+	if s.cfg.AdminToken == "" || r.Context().Value(adminCtxKey{}) == true {
+		return true
+	}
+	if tok := r.Header.Get("X-Admin-Token"); tok != "" {
+		return tokenEqual(tok, s.cfg.AdminToken)
+	}
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return tokenEqual(strings.TrimSpace(h[7:]), s.cfg.AdminToken)
+	}
+	return false
 }
 
 // admin requires the admin token when one is configured.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.AdminToken != "" {
-			tok := r.Header.Get("X-Admin-Token")
-			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && tok == "" {
-				tok = b
-			}
-			if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) != 1 {
-				swarmError(w, &apiError{status: http.StatusUnauthorized, msg: "this endpoint requires the admin token (Authorization: Bearer <token> or X-Admin-Token)"})
-				return
-			}
+		if !s.isAdmin(r) {
+			swarmError(w, &apiError{status: http.StatusUnauthorized,
+				msg: "this endpoint requires the admin token (Authorization: Bearer <token>, X-Admin-Token, or the base URL http://host:port/t/<token>)"})
+			return
 		}
 		h(w, r)
 	}
@@ -274,6 +400,9 @@ type endRequest struct {
 	EpisodeUUID    *string         `json:"episode_uuid"`
 	TaskID         *string         `json:"task_id"`
 	WorkflowOutput *WorkflowOutput `json:"workflow_output"`
+	// DeclareClientActive (AgentJet's default true) puts the client on the
+	// agree-sync-weight active list when a train episode ends.
+	DeclareClientActive *bool `json:"declare_client_active"`
 }
 
 type episodeRef struct {
@@ -296,9 +425,9 @@ func requireString(p *string, field string, allowEmpty bool) (string, *apiError)
 	return *p, nil
 }
 
-// parseReward validates workflow_output.reward: a finite number, or a
-// non-empty list of finite numbers (averaged).
-func parseReward(wo *WorkflowOutput) (float64, *apiError) {
+// parseReward validates workflow_output.reward: a number, or a non-empty
+// list of numbers (averaged), each finite with |r| ≤ bound.
+func parseReward(wo *WorkflowOutput, bound float64) (float64, *apiError) {
 	if wo == nil {
 		return 0, badRequest("workflow_output", "missing")
 	}
@@ -311,6 +440,9 @@ func parseReward(wo *WorkflowOutput) (float64, *apiError) {
 		if !finite(x) {
 			return 0, badRequest("workflow_output.reward", "must be finite, got %v", x)
 		}
+		if math.Abs(x) > bound {
+			return 0, badRequest("workflow_output.reward", "|reward| must be at most %g, got %g", bound, x)
+		}
 		return x, nil
 	}
 	var xs []float64
@@ -320,18 +452,17 @@ func parseReward(wo *WorkflowOutput) (float64, *apiError) {
 	if len(xs) == 0 {
 		return 0, badRequest("workflow_output.reward", "empty list")
 	}
-	var sum float64
+	var w welford
 	for _, v := range xs {
 		if !finite(v) {
 			return 0, badRequest("workflow_output.reward", "must be finite, got %v", v)
 		}
-		sum += v
+		if math.Abs(v) > bound {
+			return 0, badRequest("workflow_output.reward", "|reward| must be at most %g, got %g", bound, v)
+		}
+		w.add(v)
 	}
-	mean := sum / float64(len(xs))
-	if !finite(mean) {
-		return 0, badRequest("workflow_output.reward", "mean overflows")
-	}
-	return mean, nil
+	return w.mean, nil
 }
 
 // ---- swarm handlers ---------------------------------------------------------
@@ -387,8 +518,8 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	to := *req.DiscardEpisodeTimeout
-	if !(to > 0) || to > 7*24*3600 {
-		swarmError(w, badRequest("discard_episode_timeout", "must be in (0, 604800] seconds, got %v", to))
+	if maxTo := s.cfg.MaxDiscardTimeout.Seconds(); !(to > 0) || to > maxTo {
+		swarmError(w, badRequest("discard_episode_timeout", "must be in (0, %g] seconds on this server, got %v", maxTo, to))
 		return
 	}
 	hint := ""
@@ -403,9 +534,20 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := claimResponse{ClientUUID: client}
 	s.mu.Lock()
+	if ac := s.active[client]; ac != nil {
+		ac.lastActivity = time.Now()
+	}
 	switch {
 	case s.status != StatusRolling:
 		resp.FailCause = notRollingCause(s.status)
+	case s.perClient[client] >= s.cfg.MaxOpenPerClient:
+		held := s.perClient[client]
+		s.mu.Unlock()
+		s.m.episodes.WithLabelValues("quota").Inc()
+		resp.FailCause = fmt.Sprintf("This client holds %d open episodes, the per-client limit of this server. End or abort one, then try again.", held)
+		w.Header().Set("Retry-After", "2")
+		writeJSON(w, http.StatusTooManyRequests, resp)
+		return
 	case s.train.MaxOpenEpisodes > 0 && len(s.episodes) >= s.train.MaxOpenEpisodes:
 		resp.FailCause = "No available episodes to claim. Try again (maybe 1 minute) later."
 	default:
@@ -413,6 +555,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		ep := &episode{id: id, client: client, kind: kind, key: newKey(id), taskHint: hint,
 			lastActive: time.Now(), timeout: time.Duration(to * float64(time.Second))}
 		s.episodes[id] = ep
+		s.perClient[client]++
 		s.acct.Claimed++
 		if kind == EpisodeTrain {
 			s.openTrain++
@@ -468,7 +611,7 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 		swarmError(w, e)
 		return
 	}
-	reward, e := parseReward(req.WorkflowOutput)
+	reward, e := parseReward(req.WorkflowOutput, s.cfg.MaxAbsReward)
 	if e != nil {
 		swarmError(w, e)
 		return
@@ -497,8 +640,6 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	s.m.rewardSum.WithLabelValues(ep.kind).Add(reward)
 	s.m.rewardCount.WithLabelValues(ep.kind).Inc()
 	if ep.kind == EpisodeTrain {
-		s.acct.Ended++
-		s.acct.EndedRewardSum += reward
 		fe := &finishedEpisode{id: id, taskID: task, client: client, reward: reward, samples: ep.samples, minVersion: -1}
 		for i := range fe.samples {
 			fe.samples[i].TaskID = task
@@ -507,19 +648,79 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 				fe.minVersion = fe.samples[i].Version
 			}
 		}
-		s.finished = append(s.finished, fe)
-		if lim := 8 * s.train.BatchSize * s.train.NumRepeat; len(s.finished) > lim {
-			n := len(s.finished) - lim
-			s.m.dropped.WithLabelValues("overflow").Add(float64(n))
-			for _, fe := range s.finished[:n] {
-				s.acct.Dropped++
-				s.acct.DroppedRewardSum += fe.reward
+		s.acceptFinishedLocked(fe)
+		if req.DeclareClientActive == nil || *req.DeclareClientActive {
+			if ac := s.active[client]; ac != nil {
+				ac.lastActivity = time.Now()
+			} else {
+				s.active[client] = &activeClient{lastActivity: time.Now()}
 			}
-			s.finished = append(s.finished[:0:0], s.finished[n:]...)
 		}
 		s.maybeTriggerLocked()
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+}
+
+// acceptFinishedLocked takes a finished train episode into the buffer of
+// the next batch. This is where a finished episode is acknowledged: the
+// caller answers end_episode with 200 right after it returns, so a journal
+// that must hold every acknowledged reward (an episode stream) appends
+// here, before the buffer takes it.
+func (s *Server) acceptFinishedLocked(fe *finishedEpisode) {
+	s.acct.Ended++
+	s.acct.EndedRewardSum += fe.reward
+	s.finished = append(s.finished, fe)
+	if lim := s.bufferLimitLocked(); len(s.finished) > lim {
+		n := len(s.finished) - lim
+		for _, old := range s.finished[:n] {
+			s.dropLocked(old, "overflow")
+		}
+		s.finished = append(s.finished[:0:0], s.finished[n:]...)
+	}
+}
+
+// bufferLimitLocked bounds the finished episodes kept for training: eight
+// batches, or, for the agree-sync-weight methods (whose batch is whatever
+// the clients collected), 65536 episodes.
+func (s *Server) bufferLimitLocked() int {
+	switch s.train.CollectionMethod {
+	case CollectAnyAgree, CollectAllAgree:
+		return 1 << 16
+	}
+	return 8 * s.train.BatchSize * s.train.NumRepeat
+}
+
+// handleAgreeSyncWeight registers a client's vote for the next weight
+// sync (AgentJet's /agree_sync_weight): accepted from a client on the
+// active list while the engine rolls, answered {success, failure_reason}.
+func (s *Server) handleAgreeSyncWeight(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ClientUUID *string `json:"client_uuid"`
+	}
+	if !s.readJSON(w, r, &req) {
+		return
+	}
+	client, e := requireString(req.ClientUUID, "client_uuid", false)
+	if e != nil {
+		swarmError(w, e)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp := map[string]any{"success": false, "failure_reason": ""}
+	switch ac := s.active[client]; {
+	case s.status != StatusRolling && s.status != StatusRollingPost:
+		resp["failure_reason"] = fmt.Sprintf("Engine is not rolling (current status: [%s]); the agreement would be reset.", s.status)
+	case s.train.CollectionMethod != CollectAnyAgree && s.train.CollectionMethod != CollectAllAgree:
+		resp["failure_reason"] = fmt.Sprintf("agree_sync_weight only applies to %s and %s; the collection method is %s.", CollectAnyAgree, CollectAllAgree, s.train.CollectionMethod)
+	case ac == nil:
+		resp["failure_reason"] = "Client is not in the active list: end at least one rewarded train episode since the last weight sync first."
+	default:
+		ac.agreed, ac.lastActivity = true, time.Now()
+		resp["success"] = true
+		s.maybeTriggerLocked()
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) handleAbort(w http.ResponseWriter, r *http.Request) {
@@ -644,14 +845,24 @@ func (s *Server) handleStopEngine(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "failure_reason": ""})
 }
 
+// Episode and client ids are the claimants' secrets (an end_episode must
+// name both), so the pool views show them to admins only; others get
+// placeholders that keep the shapes and counts AgentJet's client reads.
+const hiddenID = "hidden"
+
 func (s *Server) handleEpisodeBuffer(w http.ResponseWriter, r *http.Request) {
+	admin := s.isAdmin(r)
 	s.mu.Lock()
 	buf := make([]map[string]any, 0, len(s.episodes))
 	now := time.Now()
-	for _, ep := range s.episodes {
+	for _, ep := range s.sortedEpisodesLocked() {
+		id, client := ep.id, ep.client
+		if !admin {
+			id, client = fmt.Sprintf("%s-%d", hiddenID, len(buf)+1), ""
+		}
 		buf = append(buf, map[string]any{
-			"episode_uuid": ep.id, "episode_status": "claimed", "episode_type": ep.kind,
-			"client_uuid": ep.client, "discard_episode_timeout": ep.timeout.Seconds(),
+			"episode_uuid": id, "episode_status": "claimed", "episode_type": ep.kind,
+			"client_uuid": client, "discard_episode_timeout": ep.timeout.Seconds(),
 			"latest_activity_timestamp": float64(ep.lastActive.UnixNano()) / 1e9,
 			"llm_call_count":            ep.calls, "optional_task_id": ep.taskHint,
 			"idle_seconds": now.Sub(ep.lastActive).Seconds(),
@@ -661,13 +872,31 @@ func (s *Server) handleEpisodeBuffer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"buffer": buf})
 }
 
+// sortedEpisodesLocked lists the open episodes oldest activity first, so
+// that the placeholders of a redacted view do not follow map order.
+func (s *Server) sortedEpisodesLocked() []*episode {
+	eps := make([]*episode, 0, len(s.episodes))
+	for _, ep := range s.episodes {
+		eps = append(eps, ep)
+	}
+	slices.SortFunc(eps, func(a, b *episode) int {
+		return cmp.Or(a.lastActive.Compare(b.lastActive), strings.Compare(a.id, b.id))
+	})
+	return eps
+}
+
 func (s *Server) handlePoolInfo(w http.ResponseWriter, r *http.Request) {
+	admin := s.isAdmin(r)
 	s.mu.Lock()
 	running := map[string]map[string]string{}
 	now := time.Now()
-	for _, ep := range s.episodes {
-		running[ep.id] = map[string]string{
-			"episode_status": "claimed", "client_uuid": ep.client, "optional_task_id": ep.taskHint,
+	for i, ep := range s.sortedEpisodesLocked() {
+		id, client := ep.id, ep.client
+		if !admin {
+			id, client = fmt.Sprintf("%s-%d", hiddenID, i+1), ""
+		}
+		running[id] = map[string]string{
+			"episode_status": "claimed", "client_uuid": client, "optional_task_id": ep.taskHint,
 			"time_since_last_activity": fmt.Sprintf("%.1fs", now.Sub(ep.lastActive).Seconds()),
 			"discard_episode_timeout":  fmt.Sprintf("%.1fs", ep.timeout.Seconds()),
 			"llm_call_count":           strconv.Itoa(ep.calls),
@@ -675,14 +904,18 @@ func (s *Server) handlePoolInfo(w http.ResponseWriter, r *http.Request) {
 	}
 	completed := map[string][]string{} // task → client uuids (newer AgentJet)
 	details := map[string][]string{}   // task → episode uuids (older AgentJet)
-	rewards := map[string][]float64{}
-	for _, fe := range s.finished {
-		completed[fe.taskID] = append(completed[fe.taskID], fe.client)
-		details[fe.taskID] = append(details[fe.taskID], fe.id)
+	rewards := map[string][]float64{}  // task → rewards, one per episode
+	for i, fe := range s.finished {
+		id, client := fe.id, fe.client
+		if !admin {
+			id, client = fmt.Sprintf("%s-finished-%d", hiddenID, i+1), ""
+		}
+		completed[fe.taskID] = append(completed[fe.taskID], client)
+		details[fe.taskID] = append(details[fe.taskID], id)
 		rewards[fe.taskID] = append(rewards[fe.taskID], fe.reward)
 	}
 	full, nonDummy := 0, 0
-	for t, rs := range rewards {
+	for _, rs := range rewards {
 		if len(rs) < s.train.NumRepeat {
 			continue
 		}
@@ -693,7 +926,6 @@ func (s *Server) handlePoolInfo(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		_ = t
 	}
 	resp := map[string]any{
 		"sample_collection_method": s.train.CollectionMethod,
@@ -703,6 +935,7 @@ func (s *Server) handlePoolInfo(w http.ResponseWriter, r *http.Request) {
 		"completed_non_dummy_tasks": nonDummy, "completed_non_dummy_task_target": s.train.BatchSize,
 		"task_expected_num_repeat":     s.train.NumRepeat,
 		"completed_tasks_details":      details,
+		"completed_tasks_rewards":      rewards,
 		"completed_tasks_client_uuids": completed, "running_episode_details": nil,
 	}
 	if len(running) > 0 {
@@ -715,9 +948,47 @@ func (s *Server) handlePoolInfo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// handleExperimentDir reports the run directory (AgentJet's
+// /get_server_experiment_dir): the absolute CheckpointDir, or null when
+// the server has none.
+func (s *Server) handleExperimentDir(w http.ResponseWriter, r *http.Request) {
+	var dir any
+	if s.cfg.CheckpointDir != "" {
+		abs, err := filepath.Abs(s.cfg.CheckpointDir)
+		if err != nil {
+			abs = s.cfg.CheckpointDir
+		}
+		dir = abs
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"server_experiment_dir": dir})
+}
+
+// handleVerboseLogs returns recent engine events (AgentJet's
+// /get_verbose_logs, {"entries": [{timestamp, tag, message}]}).
+func (s *Server) handleVerboseLogs(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.ContentLength != 0 {
+		if _, e := readBody(w, r, s.cfg.MaxBodyBytes); e != nil {
+			swarmError(w, e)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": s.verboseLogs()})
+}
+
+// handleSyncCode answers AgentJet's /sync_train_code, which uploads a zip
+// of AgentJet's Python trainer for its server to run. troupe trains with
+// its own Go code, so the upload is refused, in the shape AgentJet's
+// client reports ({"success": false, "message": ...}).
+func (s *Server) handleSyncCode(w http.ResponseWriter, r *http.Request) {
+	if _, e := readBody(w, r, s.cfg.MaxBodyBytes); e != nil && e.status == http.StatusBadRequest {
+		swarmError(w, e)
+		return
+	}
+	msg := "troupe swarm servers train with their own code and cannot run an uploaded AgentJet trainer; configure training with sync_train_config instead"
+	writeJSON(w, http.StatusNotImplemented, map[string]any{"success": false, "message": msg, "detail": msg})
+}
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	st, _, step := s.Status()
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "engine_status": st, "global_step": step, "model": s.model.Name()})
 }
-
-var _ = math.Inf

@@ -386,6 +386,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	ep.inflight++
 	ep.calls++
 	ep.lastActive = time.Now()
+	if ac := s.active[ep.client]; ac != nil {
+		ac.lastActivity = ep.lastActive
+	}
 	tc := s.train
 	s.mu.Unlock()
 	recorded := false
@@ -571,6 +574,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		cs.finish(gens, usage)
 		return
 	}
+	s.renewWriteDeadline(w)
 	w.Header().Set("X-Troupe-Param-Version", strconv.FormatInt(version, 10))
 	choices := make([]ChatChoice, len(gens))
 	for i, g := range gens {
@@ -586,6 +590,18 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: model,
 		Choices: choices, Usage: usage, SystemFingerprint: fingerprint(version)})
+}
+
+// renewWriteDeadline gives the next write ServerConfig.WriteTimeout from
+// now. The http.Server's WriteTimeout runs from the end of the request
+// headers, which a long generation or stream would exceed; renewed before
+// each write, it bounds how long one write may block instead, so a client
+// that stops reading is cut. Writers without deadlines (test recorders)
+// are left alone.
+func (s *Server) renewWriteDeadline(w http.ResponseWriter) {
+	if s.cfg.WriteTimeout > 0 {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	}
 }
 
 func fingerprint(version int64) string { return "troupe-v" + strconv.FormatInt(version, 10) }

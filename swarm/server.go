@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,11 +52,49 @@ type ServerConfig struct {
 	// PublicURL, when set, is the base of the openai_base_url handed to
 	// clients (e.g. "http://10.0.0.7:10086"); otherwise the request's Host.
 	PublicURL string
-	// AdminToken, when set, is required (Authorization: Bearer or
-	// X-Admin-Token) by sync_train_config, start_engine and stop_engine.
+	// AdminToken, when set, is required by the admin endpoints
+	// (sync_train_config, sync_train_code, start_engine, stop_engine) and
+	// unlocks the episode and client ids of the pool-information endpoints.
+	// It is accepted as "Authorization: Bearer <token>", as X-Admin-Token,
+	// and as the URL path prefix /t/<token>/ (so that a client that can only
+	// be given a base URL, such as AgentJet's, carries it). Without it the
+	// admin endpoints are open to every caller: serve beyond loopback only
+	// with a token (CheckListen refuses otherwise).
 	AdminToken string
-	// CheckpointDir holds CheckpointFile; empty disables checkpoints.
+	// CheckpointDir holds CheckpointFile and is the run directory: the
+	// per-step training metrics (TrainMetricsFile, TrainCurvesFile) are
+	// written there, and /get_server_experiment_dir reports it. Empty
+	// disables checkpoints and metric files.
 	CheckpointDir string
+	// MaxOpenPerClient bounds the episodes one client_uuid may hold open
+	// (256 when zero); a claim beyond it gets 429 with Retry-After, so that
+	// one client cannot take every slot of TrainConfig.MaxOpenEpisodes.
+	MaxOpenPerClient int
+	// MaxDiscardTimeout bounds the discard_episode_timeout a claim may ask
+	// for (1 h when zero): an abandoned episode holds its slot at most this
+	// long. Larger values get 400.
+	MaxDiscardTimeout time.Duration
+	// MaxAbsReward bounds |reward| of end_episode (1e6 when zero); larger
+	// rewards get 400, so that group statistics stay far from overflow.
+	MaxAbsReward float64
+	// ClientActiveTimeout is how long a client stays on the active list of
+	// the agree-sync-weight collection methods without claiming an
+	// episode, chatting or ending one (10 min when zero, AgentJet's
+	// CLIENT_ACTIVE_TIMEOUT).
+	ClientActiveTimeout time.Duration
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
+	// timeouts of the http.Server that HTTPServer returns (10 s, 30 s, 60 s
+	// and 120 s when zero). ReadTimeout bounds the whole request, body
+	// included, so a body trickled byte by byte is cut. WriteTimeout is
+	// renewed for every streamed chunk and once sampling is done: it bounds
+	// each write, not the generation, and a client that stops reading a
+	// stream is cut after it (its completion is not recorded and its
+	// episode becomes idle, then reclaimed).
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// OnTrainStep, when set, is called after every training step with its
+	// statistics, from the training goroutine (a slow hook delays the
+	// return to ENGINE.ROLLING).
+	OnTrainStep func(TrainStep)
 	// MaxBodyBytes bounds request bodies (1 MiB when zero); larger ones get 413.
 	MaxBodyBytes int64
 	// ReapInterval is how often idle episodes are looked for (1 s when zero).
@@ -105,6 +144,10 @@ type Server struct {
 	syncedYAML string
 	episodes   map[string]*episode
 	openTrain  int
+	perClient  map[string]int           // open episodes by client_uuid
+	active     map[string]*activeClient // agree-sync-weight voters, by client_uuid
+	vlog       []VerboseLogEntry        // ring of recent engine events
+	vlogPos    int
 	closed     map[string]closedInfo
 	closedRing []string
 	closedPos  int
@@ -115,6 +158,8 @@ type Server struct {
 	acct       Accounting
 	booted     atomic.Bool // true once the model was loaded (or found fresh) by a boot
 	step       atomic.Int64
+
+	curves trainCurves // touched by the training goroutine only
 
 	trainReq chan struct{}
 	stopCh   chan struct{}
@@ -131,6 +176,14 @@ type episode struct {
 	tokens                          int // prompt + sampled tokens recorded
 	reserved                        int // tokens reserved by completions in flight
 	samples                         []rl.Sample
+}
+
+// activeClient is a client on the agree-sync-weight active list: it ended a
+// rewarded train episode since the last weight sync (AgentJet's
+// ActiveSwarmClient).
+type activeClient struct {
+	lastActivity time.Time
+	agreed       bool
 }
 
 type closedInfo struct {
@@ -175,6 +228,22 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxEpisodeTokens <= 0 {
 		cfg.MaxEpisodeTokens = 1 << 20
 	}
+	if cfg.MaxOpenPerClient <= 0 {
+		cfg.MaxOpenPerClient = 256
+	}
+	if cfg.MaxDiscardTimeout <= 0 {
+		cfg.MaxDiscardTimeout = time.Hour
+	}
+	if !(cfg.MaxAbsReward > 0) || math.IsInf(cfg.MaxAbsReward, 0) {
+		cfg.MaxAbsReward = 1e6
+	}
+	if cfg.ClientActiveTimeout <= 0 {
+		cfg.ClientActiveTimeout = 10 * time.Minute
+	}
+	cfg.ReadHeaderTimeout = cmp.Or(cfg.ReadHeaderTimeout, 10*time.Second)
+	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 30*time.Second)
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 60*time.Second)
+	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, 120*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -185,13 +254,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg: cfg, model: cfg.Model, log: cfg.Logger.With("model", cfg.Model.Name()), reg: cfg.Registry,
 		status: StatusOffline, train: cfg.Train,
 		episodes: map[string]*episode{}, closed: map[string]closedInfo{},
+		perClient: map[string]int{}, active: map[string]*activeClient{},
 		closedRing: make([]string, cfg.ClosedMemory),
 		trainReq:   make(chan struct{}, 1), stopCh: make(chan struct{}),
 	}
 	s.step.Store(cfg.Model.Version())
 	s.m = newMetrics(s.reg, s)
 	s.mux = s.routes()
-	s.handler = s.recoverMiddleware(s.mux)
+	s.handler = s.recoverMiddleware(s.tokenPrefix(s.mux))
 	s.wg.Add(2)
 	go s.trainLoop()
 	go s.reapLoop()
@@ -200,6 +270,41 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// HTTPServer returns an http.Server that serves Handler with the
+// configured timeouts (ServerConfig.ReadHeaderTimeout and the others); the
+// caller sets Addr or calls Serve with its listener.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// CheckListen refuses to serve the admin endpoints unauthenticated beyond
+// loopback: it returns an error when host (a listen address's host part:
+// "", "0.0.0.0", "::", a name or an IP) is not a loopback address and
+// adminToken is empty. Names other than "localhost" count as non-loopback.
+func CheckListen(host, adminToken string) error {
+	if adminToken != "" {
+		return nil
+	}
+	h := strings.Trim(host, "[]")
+	if h == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	if h == "" {
+		h = "all interfaces"
+	}
+	return fmt.Errorf("swarm: refusing to listen on %s without an admin token: anyone who can reach it could stop the engine or change its training config (set TROUPE_ADMIN_TOKEN, or listen on 127.0.0.1)", h)
+}
 
 // Model returns the hosted model. Callers must not use it concurrently with
 // the server's training (read its parameters only while the server is idle).
@@ -313,7 +418,9 @@ func (s *Server) Checkpoint() error {
 }
 
 // Stop brings the engine to ENGINE.OFFLINE: every open episode is closed
-// (its key stops working) and collected samples are discarded.
+// (its key stops working; it had no reward yet). Finished episodes that
+// wait for a batch are kept: the next start trains on them (episodes that
+// grow stale meanwhile are dropped then, counted and logged).
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -321,13 +428,25 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) stopLocked() {
+	n := len(s.episodes)
 	for id, ep := range s.episodes {
 		s.closeLocked(id, ep, "stopped")
 	}
-	s.finished = nil
+	clear(s.active)
 	s.epoch++
 	s.status, s.detail = StatusOffline, "stopped"
 	s.m.setStatus(s.status)
+	s.log.Info("engine stopped", "open_episodes_closed", n, "buffered_episodes_kept", len(s.finished))
+	s.vlogLocked("engine", fmt.Sprintf("stopped: %d open episodes closed, %d finished episodes kept for the next start", n, len(s.finished)))
+}
+
+// dropLocked counts and logs a finished train episode that will never be
+// trained on.
+func (s *Server) dropLocked(fe *finishedEpisode, reason string) {
+	s.m.dropped.WithLabelValues(reason).Inc()
+	s.acct.Dropped++
+	s.acct.DroppedRewardSum += fe.reward
+	s.log.Warn("finished episode dropped", "reason", reason, "task_id", fe.taskID, "reward", fe.reward, "min_version", fe.minVersion)
 }
 
 // Close stops the background goroutines and, with a CheckpointDir, writes a
@@ -340,6 +459,14 @@ func (s *Server) Close() error {
 	s.closeMu.Do(func() {
 		close(s.stopCh)
 		s.wg.Wait()
+		s.mu.Lock()
+		for _, fe := range s.finished {
+			// No journal keeps them across processes yet: say so.
+			s.dropLocked(fe, "shutdown")
+		}
+		s.finished = nil
+		s.mu.Unlock()
+		s.plotCurves()
 		if s.booted.Load() {
 			err = s.Checkpoint()
 		}
@@ -408,6 +535,9 @@ func (s *Server) closeLocked(id string, ep *episode, reason string) {
 	if ep.kind == EpisodeTrain {
 		s.openTrain--
 	}
+	if s.perClient[ep.client]--; s.perClient[ep.client] <= 0 {
+		delete(s.perClient, ep.client)
+	}
 	if old := s.closedRing[s.closedPos]; old != "" {
 		delete(s.closed, old)
 	}
@@ -468,6 +598,17 @@ func (s *Server) reap(now time.Time) int {
 	if n > 0 {
 		s.log.Info("reclaimed idle episodes", "n", n)
 	}
+	expired := 0
+	for c, ac := range s.active {
+		if now.Sub(ac.lastActivity) > s.cfg.ClientActiveTimeout {
+			delete(s.active, c)
+			expired++
+		}
+	}
+	if expired > 0 {
+		s.log.Info("inactive clients left the active list", "n", expired)
+		s.maybeTriggerLocked() // the remaining clients may all have agreed
+	}
 	return n
 }
 
@@ -491,9 +632,7 @@ func (s *Server) selectBatchLocked(take bool) ([]*finishedEpisode, bool) {
 		kept := s.finished[:0]
 		for _, fe := range s.finished {
 			if fe.minVersion >= 0 && cur-fe.minVersion > tc.MaxStaleness {
-				s.m.dropped.WithLabelValues("stale").Inc()
-				s.acct.Dropped++
-				s.acct.DroppedRewardSum += fe.reward
+				s.dropLocked(fe, "stale")
 				continue
 			}
 			kept = append(kept, fe)
@@ -502,6 +641,28 @@ func (s *Server) selectBatchLocked(take bool) ([]*finishedEpisode, bool) {
 		s.finished = kept
 	}
 	switch tc.CollectionMethod {
+	case CollectAnyAgree, CollectAllAgree:
+		// AgentJet's trainer stops rolling when any (all) of the active
+		// clients agreed, and trains on what was collected: batch_size
+		// does not apply.
+		if len(s.finished) == 0 || len(s.active) == 0 {
+			return nil, false
+		}
+		agreed := 0
+		for _, ac := range s.active {
+			if ac.agreed {
+				agreed++
+			}
+		}
+		if agreed == 0 || tc.CollectionMethod == CollectAllAgree && agreed < len(s.active) {
+			return nil, false
+		}
+		if !take {
+			return nil, true
+		}
+		batch := s.finished
+		s.finished = nil
+		return batch, true
 	case CollectEpisodes:
 		need := tc.BatchSize * tc.NumRepeat
 		if len(s.finished) < need {
@@ -559,9 +720,7 @@ func (s *Server) selectBatchLocked(take bool) ([]*finishedEpisode, bool) {
 			case chosen[fe.taskID]:
 				batch = append(batch, fe)
 			case dummy[fe.taskID]:
-				s.m.dropped.WithLabelValues("dummy").Inc()
-				s.acct.Dropped++
-				s.acct.DroppedRewardSum += fe.reward
+				s.dropLocked(fe, "dummy")
 			default:
 				rest = append(rest, fe)
 			}
@@ -626,6 +785,9 @@ func (s *Server) trainOnce() {
 	s.status, s.detail = StatusWeightSyncing, "training"
 	s.m.setStatus(s.status)
 	s.training = true
+	// Leaving ROLLING: every vote is spent (AgentJet resets its active
+	// client list here).
+	clear(s.active)
 	batch, ok := s.selectBatchLocked(true)
 	s.mu.Unlock()
 
@@ -634,13 +796,17 @@ func (s *Server) trainOnce() {
 	step := s.step.Load()
 	if ok {
 		var samples []rl.Sample
+		var rs welford
 		var rsum float64
+		tasks := map[string]bool{}
 		sortBatch(batch)
 		for _, fe := range batch {
 			samples = append(samples, fe.samples...)
+			rs.add(fe.reward)
 			rsum += fe.reward
+			tasks[fe.taskID] = true
 		}
-		s.m.batchReward.Set(rsum / float64(len(batch)))
+		s.m.batchReward.Set(rs.mean)
 		s.mu.Lock()
 		s.acct.TrainedEpisodes += int64(len(batch))
 		s.acct.TrainedRewardSum += rsum
@@ -653,11 +819,19 @@ func (s *Server) trainOnce() {
 		step = s.model.Version()
 		s.step.Store(step)
 		s.modelMu.Unlock()
-		s.m.trainSeconds.Observe(time.Since(start).Seconds())
+		dur := time.Since(start)
+		s.m.trainSeconds.Observe(dur.Seconds())
 		if err == nil && len(samples) > 0 {
 			s.m.trainSteps.Inc()
+			ts := TrainStep{Step: step, Episodes: len(batch), Tasks: len(tasks), Samples: len(samples),
+				RewardMean: rs.mean, RewardStd: rs.std(), Duration: dur, Time: time.Now(), Stats: stats}
 			s.log.Info("training step", "global_step", step, "episodes", len(batch), "samples", len(samples),
-				"loss", stats.Loss, "grad_norm", stats.GradNorm, "reward_mean", stats.RewardMean, "skipped_groups", stats.SkippedGroups)
+				"loss", stats.Loss, "grad_norm", stats.GradNorm, "reward_mean", rs.mean, "reward_std", ts.RewardStd,
+				"skipped_groups", stats.SkippedGroups, "duration", dur)
+			s.mu.Lock()
+			s.vlogLocked("train", fmt.Sprintf("step %d: %d episodes, reward mean %.4g, loss %.4g", step, len(batch), rs.mean, stats.Loss))
+			s.mu.Unlock()
+			s.recordStep(ts)
 		}
 	}
 

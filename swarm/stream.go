@@ -162,6 +162,7 @@ func (cs *chatStream) send(v any) {
 	buf.WriteString("data: ")
 	buf.Write(b)
 	buf.WriteString("\n\n")
+	cs.s.renewWriteDeadline(cs.w)
 	if _, err := cs.w.Write(buf.Bytes()); err != nil {
 		cs.failed = true
 		cs.cancel() // the client is gone: stop generating
@@ -315,6 +316,7 @@ func (cs *chatStream) finish(gens []Generation, usage *Usage) {
 	if cs.failed {
 		return
 	}
+	cs.s.renewWriteDeadline(cs.w)
 	if _, err := cs.w.Write([]byte("data: [DONE]\n\n")); err == nil && cs.fl != nil {
 		cs.fl.Flush()
 	}
