@@ -198,7 +198,10 @@ class Config:
         self.layers = int(need("num_hidden_layers"))
         self.vocab = int(need("vocab_size"))
         self.eps = float(d.get("rms_norm_eps", 1e-6))
-        self.theta = float(d.get("rope_theta", 10000.0))
+        # transformers 5 writes rope_theta and the scaling fields together
+        # under rope_parameters; earlier versions rope_theta and rope_scaling.
+        rp = d.get("rope_parameters") or {}
+        self.theta = float(rp.get("rope_theta", d.get("rope_theta", 10000.0)))
         self.tie = bool(d.get("tie_word_embeddings", False))
         if self.heads % self.kv_heads:
             raise HFError(f"{where}: {self.heads} attention heads not a multiple of {self.kv_heads} KV heads")
@@ -222,7 +225,7 @@ class Config:
             self.window = d.get("sliding_window")
         elif d.get("use_sliding_window"):
             raise HFError(f"{where}: use_sliding_window not supported for {self.arch}")
-        rs = d.get("rope_scaling")
+        rs = d.get("rope_scaling") or rp
         self.rope_type = "default"
         self.rope = {}
         if rs:
