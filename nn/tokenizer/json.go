@@ -47,11 +47,8 @@ func (t *Tokenizer) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	t.specials, t.merges, t.ranks, t.vocab, t.specialID = nt.specials, nt.merges, nt.ranks, nt.vocab, nt.specialID
-	t.splitHan = f.SplitHan
-	t.mu.Lock()
-	t.cache = make(map[string][]int32)
-	t.mu.Unlock()
+	nt.splitHan = f.SplitHan
+	*t = *nt
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 )
 
 // Default special tokens, in id order starting at 256.
@@ -31,31 +30,22 @@ const NumBytes = 256
 // Train, Load or UnmarshalJSON.
 type Tokenizer struct {
 	specials  []string
-	merges    [][2]int         // merges[i] creates id firstMerge()+i
-	ranks     map[uint64]int32 // pair key -> merged id
-	vocab     [][]byte         // id -> bytes (specials: their text)
+	merges    [][2]int // merges[i] creates id firstMerge()+i
+	vocab     [][]byte // id -> bytes (specials: their text)
 	specialID map[string]int
 	// splitHan: every Han character is its own pre-tokenization chunk
 	// (TrainOptions.SplitHan).
 	splitHan bool
-
-	mu    sync.RWMutex
-	cache map[string][]int32
+	core     *bpeCore
 }
-
-// maxCache bounds the number of chunks whose encoding is memoised.
-const maxCache = 1 << 16
-
-func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 // build constructs a Tokenizer from specials and merges, validating them.
 func build(specials []string, merges [][2]int) (*Tokenizer, error) {
 	t := &Tokenizer{
 		specials:  append([]string(nil), specials...),
 		merges:    append([][2]int(nil), merges...),
-		ranks:     make(map[uint64]int32, len(merges)),
 		specialID: make(map[string]int, len(specials)),
-		cache:     make(map[string][]int32),
+		core:      &bpeCore{ranks: make(map[uint64]mergeRule, len(merges)), alphabet: identityAlphabet()},
 	}
 	t.vocab = make([][]byte, 0, NumBytes+len(specials)+len(merges))
 	for b := 0; b < NumBytes; b++ {
@@ -80,10 +70,10 @@ func build(specials []string, merges [][2]int) (*Tokenizer, error) {
 			}
 		}
 		k := pairKey(int32(m[0]), int32(m[1]))
-		if _, dup := t.ranks[k]; dup {
+		if _, dup := t.core.ranks[k]; dup {
 			return nil, fmt.Errorf("tokenizer: merge %d (%d, %d) is a duplicate", i, m[0], m[1])
 		}
-		t.ranks[k] = int32(id)
+		t.core.ranks[k] = mergeRule{rank: int32(id), id: int32(id)}
 		tok := make([]byte, 0, len(t.vocab[m[0]])+len(t.vocab[m[1]]))
 		tok = append(tok, t.vocab[m[0]]...)
 		tok = append(tok, t.vocab[m[1]]...)
@@ -149,7 +139,7 @@ func (t *Tokenizer) Encode(s string) []int {
 // AppendEncode appends the ids of s to dst and returns the extended slice.
 func (t *Tokenizer) AppendEncode(dst []int, s string) []int {
 	splitChunks(s, t.splitHan, func(chunk string) {
-		for _, id := range t.encodeChunk(chunk) {
+		for _, id := range t.core.encodeChunk(chunk) {
 			dst = append(dst, int(id))
 		}
 	})
@@ -211,106 +201,6 @@ func (t *Tokenizer) DecodeSkipSpecial(ids []int) string {
 		sb.Write(t.TokenBytes(id))
 	}
 	return sb.String()
-}
-
-// encodeChunk returns the BPE encoding of one pre-tokenizer chunk, memoised.
-func (t *Tokenizer) encodeChunk(chunk string) []int32 {
-	t.mu.RLock()
-	ids, ok := t.cache[chunk]
-	t.mu.RUnlock()
-	if ok {
-		return ids
-	}
-	ids = t.bpe(chunk)
-	t.mu.Lock()
-	if len(t.cache) >= maxCache {
-		clear(t.cache)
-	}
-	t.cache[chunk] = ids
-	t.mu.Unlock()
-	return ids
-}
-
-// mergeCand is a candidate merge of the symbol at pos with its right
-// neighbour, valid while both still hold left and right.
-type mergeCand struct {
-	id, pos     int32 // merged id (= rank), position of the left symbol
-	left, right int32
-}
-
-type candHeap []mergeCand
-
-func (h candHeap) Len() int { return len(h) }
-func (h candHeap) Less(i, j int) bool {
-	if h[i].id != h[j].id {
-		return h[i].id < h[j].id
-	}
-	return h[i].pos < h[j].pos
-}
-func (h candHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *candHeap) Push(x any)   { *h = append(*h, x.(mergeCand)) }
-func (h *candHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// bpe applies the learned merges to one chunk: repeatedly the adjacent pair
-// with the earliest merge (leftmost on ties) is merged, using a priority
-// queue over a linked list of symbols (O(n log n) in the chunk length). This
-// is the same order in which training merged, so encodings of the training
-// corpus match the training segmentation.
-func (t *Tokenizer) bpe(chunk string) []int32 {
-	n := len(chunk)
-	sym := make([]int32, n)
-	next := make([]int32, n)
-	prev := make([]int32, n)
-	for i := 0; i < n; i++ {
-		sym[i] = int32(chunk[i])
-		next[i] = int32(i + 1)
-		prev[i] = int32(i - 1)
-	}
-	if n > 0 {
-		next[n-1] = -1
-	}
-	var h candHeap
-	push := func(p int32) {
-		q := next[p]
-		if p < 0 || q < 0 {
-			return
-		}
-		if id, ok := t.ranks[pairKey(sym[p], sym[q])]; ok {
-			heap.Push(&h, mergeCand{id: id, pos: p, left: sym[p], right: sym[q]})
-		}
-	}
-	for i := 0; i+1 < n; i++ {
-		push(int32(i))
-	}
-	for h.Len() > 0 {
-		c := heap.Pop(&h).(mergeCand)
-		p := c.pos
-		q := next[p]
-		if sym[p] != c.left || q < 0 || sym[q] != c.right || sym[p] < 0 {
-			continue // stale
-		}
-		sym[p] = c.id
-		sym[q] = -1 // dead
-		nq := next[q]
-		next[p] = nq
-		if nq >= 0 {
-			prev[nq] = p
-		}
-		if pp := prev[p]; pp >= 0 {
-			push(pp)
-		}
-		push(p)
-	}
-	out := make([]int32, 0, n)
-	for p := int32(0); n > 0 && p >= 0; p = next[p] {
-		out = append(out, sym[p])
-	}
-	return out
 }
 
 // TrainOptions configures Train.

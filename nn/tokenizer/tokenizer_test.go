@@ -221,8 +221,8 @@ func naiveBPE(t *Tokenizer, chunk string) []int32 {
 	for {
 		best := int32(-1)
 		for i := 0; i+1 < len(sym); i++ {
-			if id, ok := t.ranks[pairKey(sym[i], sym[i+1])]; ok && (best < 0 || id < best) {
-				best = id
+			if m, ok := t.core.ranks[pairKey(sym[i], sym[i+1])]; ok && (best < 0 || m.id < best) {
+				best = m.id
 			}
 		}
 		if best < 0 {
@@ -255,7 +255,7 @@ func TestBPEMatchesNaive(t *testing.T) {
 		}
 		s = s[i:j] + strings.Repeat("a", r.IntN(5)) + corpus[r.IntN(len(corpus))]
 		for _, c := range chunks(s) {
-			if got, want := tok.bpe(c), naiveBPE(tok, c); !cmp.Equal(got, want) {
+			if got, want := tok.core.bpe(c), naiveBPE(tok, c); !cmp.Equal(got, want) {
 				t.Fatalf("bpe(%q) = %v, naive = %v", c, got, want)
 			}
 		}
@@ -433,9 +433,7 @@ func BenchmarkEncode(b *testing.B) {
 			b.SetBytes(int64(len(text)))
 			for i := 0; i < b.N; i++ {
 				if !cached {
-					tok.mu.Lock()
-					clear(tok.cache)
-					tok.mu.Unlock()
+					tok.core.clearCache()
 				}
 				tok.Encode(text)
 			}
