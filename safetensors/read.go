@@ -258,6 +258,11 @@ func clip(b []byte) string {
 	return string(b)
 }
 
+// DataSection returns the bytes after the header, which the tensors cover
+// exactly (in offset order, not necessarily name order): a checksum of the
+// stored data is a checksum of this. It aliases the buffer until Close.
+func (f *File) DataSection() []byte { return f.data[:len(f.data):len(f.data)] }
+
 // Names returns the tensor names, sorted.
 func (f *File) Names() []string { return slices.Clone(f.names) }
 
