@@ -1,46 +1,34 @@
 package nn
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/troupe-ml/troupe/safetensors"
 	ts "gorgonia.org/tensor"
 )
 
-// Checkpoints use the safetensors layout (https://huggingface.co/docs/safetensors):
-// an 8-byte little-endian header length N, N bytes of JSON mapping each
-// tensor name to {"dtype":"F32","shape":[…],"data_offsets":[begin,end]}
-// (offsets into the data section that follows) plus a "__metadata__" object
-// of string pairs, then the raw little-endian tensor bytes. Any safetensors
-// reader can load the parameters. troupe adds to the metadata:
+// Checkpoints are safetensors files (package safetensors), so any
+// safetensors reader can load the parameters. troupe adds to the metadata:
 //
 //	troupe.sha256     hex SHA-256 of the data section, verified on load
 //	troupe.optimizer  "1" when optimizer state is included
 //
-// Parameters are stored under their store names; optimizer state tensors
-// under "optim." + the optimizer's state key.
+// Parameters are stored as F32 under their store names; optimizer state
+// tensors under "optim." + the optimizer's state key.
 
 const (
 	metaChecksum = "troupe.sha256"
 	metaOptim    = "troupe.optimizer"
 	optimPrefix  = "optim."
 )
-
-type stEntry struct {
-	Dtype       string   `json:"dtype"`
-	Shape       []int    `json:"shape"`
-	DataOffsets [2]int64 `json:"data_offsets"`
-}
 
 // checkpointWriteHook, when set (tests), wraps the temp-file writer to
 // simulate a failure part-way through a save.
@@ -52,14 +40,9 @@ var checkpointWriteHook func(io.Writer) io.Writer
 // same directory, synced, renamed over path and the directory synced, so a
 // crash leaves either the old or the new checkpoint, never a torn one.
 func SaveCheckpoint(path string, store *Store, opt Optimizer, meta map[string]string) error {
-	type tensor struct {
-		name  string
-		shape []int
-		data  []float32
-	}
-	var tensors []tensor
+	var tensors []safetensors.Tensor
 	for _, p := range store.Params() {
-		tensors = append(tensors, tensor{p.Name, append([]int(nil), p.Shape()...), p.Data()})
+		tensors = append(tensors, safetensors.FromFloat32(p.Name, p.Shape(), p.Data()))
 	}
 	md := map[string]string{}
 	for k, v := range meta {
@@ -73,34 +56,20 @@ func SaveCheckpoint(path string, store *Store, opt Optimizer, meta map[string]st
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			tensors = append(tensors, tensor{optimPrefix + k, []int{len(st[k])}, st[k]})
+			tensors = append(tensors, safetensors.FromFloat32(optimPrefix+k, []int{len(st[k])}, st[k]))
 		}
 		md[metaOptim] = "1"
 	}
-	header := map[string]any{}
-	var data bytes.Buffer
-	for _, t := range tensors {
-		if _, dup := header[t.name]; dup {
-			return fmt.Errorf("nn: checkpoint: duplicate tensor name %q", t.name)
-		}
-		begin := int64(data.Len())
-		var b [4]byte
-		for _, v := range t.data {
-			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
-			data.Write(b[:])
-		}
-		header[t.name] = stEntry{Dtype: "F32", Shape: t.shape, DataOffsets: [2]int64{begin, int64(data.Len())}}
+	// safetensors.Write lays the data section out in name order, so hashing
+	// the tensors in that order hashes the data section without building it.
+	byName := slices.Clone(tensors)
+	slices.SortFunc(byName, func(a, b safetensors.Tensor) int { return strings.Compare(a.Name, b.Name) })
+	h := sha256.New()
+	for _, t := range byName {
+		h.Write(t.Data)
 	}
-	sum := sha256.Sum256(data.Bytes())
-	md[metaChecksum] = hex.EncodeToString(sum[:])
-	header["__metadata__"] = md
-	hj, err := json.Marshal(header)
-	if err != nil {
-		return fmt.Errorf("nn: checkpoint header: %w", err)
-	}
-	for len(hj)%8 != 0 {
-		hj = append(hj, ' ')
-	}
+	md[metaChecksum] = hex.EncodeToString(h.Sum(nil))
+
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -116,12 +85,8 @@ func SaveCheckpoint(path string, store *Store, opt Optimizer, meta map[string]st
 	if checkpointWriteHook != nil {
 		w = checkpointWriteHook(f)
 	}
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(hj)))
-	for _, part := range [][]byte{n[:], hj, data.Bytes()} {
-		if _, err := w.Write(part); err != nil {
-			return fail(err)
-		}
+	if err := safetensors.Write(w, tensors, md); err != nil {
+		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
 		return fail(err)
@@ -142,70 +107,32 @@ func SaveCheckpoint(path string, store *Store, opt Optimizer, meta map[string]st
 }
 
 // LoadCheckpoint reads a checkpoint written by SaveCheckpoint (or any
-// safetensors file of F32 tensors) into store — creating parameters it
-// lacks, refusing shape mismatches — and, when opt is non-nil and the file
-// holds optimizer state, into opt. It verifies the SHA-256 checksum when the
-// file has one and returns the metadata. Nothing is modified unless the
-// whole file validates.
+// safetensors file of F32, F16, BF16 or F64 tensors, converted to float32)
+// into store — creating parameters it lacks, refusing shape mismatches —
+// and, when opt is non-nil and the file holds optimizer state, into opt. It
+// verifies the SHA-256 checksum when the file has one and returns the
+// metadata. Nothing is modified unless the whole file validates.
 func LoadCheckpoint(path string, store *Store, opt Optimizer) (map[string]string, error) {
-	raw, err := os.ReadFile(path)
+	f, err := safetensors.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("nn: loading checkpoint: %w", err)
 	}
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("nn: checkpoint %s is corrupt or truncated: %s", path, fmt.Sprintf(format, a...))
-	}
-	if len(raw) < 8 {
-		return nil, bad("%d bytes, shorter than the 8-byte header length", len(raw))
-	}
-	hn := binary.LittleEndian.Uint64(raw[:8])
-	if hn > uint64(len(raw)-8) {
-		return nil, bad("header length %d exceeds the %d bytes that follow", hn, len(raw)-8)
-	}
-	var header map[string]json.RawMessage
-	if err := json.Unmarshal(raw[8:8+hn], &header); err != nil {
-		return nil, bad("header JSON: %v", err)
-	}
-	data := raw[8+hn:]
-	meta := map[string]string{}
-	if m, ok := header["__metadata__"]; ok {
-		if err := json.Unmarshal(m, &meta); err != nil {
-			return nil, bad("metadata: %v", err)
-		}
-		delete(header, "__metadata__")
-	}
-	if want, ok := meta[metaChecksum]; ok {
-		sum := sha256.Sum256(data)
+	defer f.Close()
+	if want, ok := f.Metadata[metaChecksum]; ok {
+		sum := sha256.Sum256(f.DataSection())
 		if hex.EncodeToString(sum[:]) != want {
-			return nil, bad("SHA-256 of the data section does not match the header")
+			return nil, fmt.Errorf("nn: checkpoint %s is corrupt: SHA-256 of the data section does not match the header", path)
 		}
 	}
 	vals := map[string][]float32{}
 	shapes := map[string][]int{}
-	for name, rm := range header {
-		var e stEntry
-		if err := json.Unmarshal(rm, &e); err != nil {
-			return nil, bad("entry %q: %v", name, err)
+	for _, name := range f.Names() {
+		t, _ := f.Tensor(name)
+		v, err := t.Float32s()
+		if err != nil {
+			return nil, fmt.Errorf("nn: checkpoint %s: %w", path, err)
 		}
-		if e.Dtype != "F32" {
-			return nil, fmt.Errorf("nn: checkpoint %s: tensor %q has dtype %s, only F32 is supported", path, name, e.Dtype)
-		}
-		n := int64(1)
-		for _, d := range e.Shape {
-			if d < 0 {
-				return nil, bad("tensor %q has negative dimension", name)
-			}
-			n *= int64(d)
-		}
-		b, en := e.DataOffsets[0], e.DataOffsets[1]
-		if b < 0 || en < b || en > int64(len(data)) || en-b != 4*n {
-			return nil, bad("tensor %q: offsets [%d,%d) for shape %v in %d data bytes", name, b, en, e.Shape, len(data))
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[b+int64(4*i):]))
-		}
-		vals[name], shapes[name] = v, e.Shape
+		vals[name], shapes[name] = v, t.Shape
 	}
 	// Validate shapes against the store before changing anything.
 	optState := map[string][]float32{}
@@ -234,5 +161,5 @@ func LoadCheckpoint(path string, store *Store, opt Optimizer) (map[string]string
 		p := store.GetOrCreate(name, ts.Shape(shapes[name]), Zeros)
 		copy(p.Data(), vals[name])
 	}
-	return meta, nil
+	return f.Metadata, nil
 }

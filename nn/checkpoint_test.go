@@ -1,14 +1,21 @@
 package nn
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/troupe-ml/troupe/safetensors"
+	"github.com/troupe-ml/troupe/tensor"
 )
 
 func trainedLM(t *testing.T, seed uint64) (*LM, *LMTrainer) {
@@ -135,5 +142,74 @@ func TestCheckpointCorruptionAndAtomicity(t *testing.T) {
 				t.Fatal("store modified by a failed load")
 			}
 		})
+	}
+}
+
+// TestCheckpointForeignLayout loads files SaveCheckpoint does not write: a
+// data section out of name order (as other writers lay it out) whose
+// checksum covers the section as stored, and half-precision weights, which
+// load converted to float32.
+func TestCheckpointForeignLayout(t *testing.T) {
+	dir := t.TempDir()
+	// "b" first in the data section, then "a".
+	var data []byte
+	for _, v := range []float32{3, 4, 5, 1, 2} {
+		data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+	}
+	sum := sha256.Sum256(data)
+	header := fmt.Sprintf(`{"__metadata__":{"troupe.sha256":%q},"a":{"dtype":"F32","shape":[2],"data_offsets":[12,20]},"b":{"dtype":"F32","shape":[3,1],"data_offsets":[0,12]}}`,
+		hex.EncodeToString(sum[:]))
+	file := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	file = append(append(file, header...), data...)
+	path := filepath.Join(dir, "foreign.safetensors")
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(1)
+	if _, err := LoadCheckpoint(path, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(map[string][]float32{"a": {1, 2}, "b": {3, 4, 5}}, storeValues(s)); d != "" {
+		t.Errorf("loaded values differ:\n%s", d)
+	}
+	if got := s.Param("b").Shape(); !cmp.Equal([]int(got), []int{3, 1}) {
+		t.Errorf("b has shape %v", got)
+	}
+
+	w := []float32{0.5, -1.25, 3, 1e-3}
+	bf, f16 := make([]uint16, 4), make([]uint16, 4)
+	tensor.Float32sToBF16(bf, w)
+	tensor.Float32sToF16(f16, w)
+	half := filepath.Join(dir, "half.safetensors")
+	hf, err := os.Create(half)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = safetensors.Write(hf, []safetensors.Tensor{
+		safetensors.FromHalf("bf", safetensors.BF16, []int{2, 2}, bf),
+		safetensors.FromHalf("h", safetensors.F16, []int{4}, f16),
+	}, nil)
+	hf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = NewStore(1)
+	if _, err := LoadCheckpoint(half, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]float32{"bf": make([]float32, 4), "h": make([]float32, 4)}
+	for i := range w {
+		want["bf"][i], want["h"][i] = tensor.BF16ToFloat32(bf[i]), tensor.F16ToFloat32(f16[i])
+	}
+	if d := cmp.Diff(want, storeValues(s)); d != "" {
+		t.Errorf("half weights differ:\n%s", d)
+	}
+
+	ints := filepath.Join(dir, "ints.safetensors")
+	f, _ := os.Create(ints)
+	safetensors.Write(f, []safetensors.Tensor{{Name: "ids", DType: safetensors.I64, Shape: []int{1}, Data: make([]byte, 8)}}, nil)
+	f.Close()
+	if _, err := LoadCheckpoint(ints, NewStore(1), nil); err == nil || !strings.Contains(err.Error(), `"ids"`) || !strings.Contains(err.Error(), "I64") {
+		t.Errorf("integer tensor: error %v, want one naming the tensor and its dtype", err)
 	}
 }
