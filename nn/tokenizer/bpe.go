@@ -32,8 +32,13 @@ type bpeCore struct {
 	cache map[string][]int32
 }
 
-// maxCache bounds the number of chunks whose encoding is memoised.
-const maxCache = 1 << 16
+// maxCache bounds the number of chunks whose encoding is memoised, and
+// maxCachedChunk the length of a memoised chunk: words recur, long chunks
+// (a run of digits, a line of dashes) rarely do, and would hold memory.
+const (
+	maxCache       = 1 << 16
+	maxCachedChunk = 256
+)
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
@@ -58,6 +63,9 @@ func (c *bpeCore) encodeChunk(chunk string) []int32 {
 		ids = []int32{id}
 	} else {
 		ids = c.bpe(chunk)
+	}
+	if len(chunk) > maxCachedChunk {
+		return ids
 	}
 	c.mu.Lock()
 	if c.cache == nil || len(c.cache) >= maxCache {

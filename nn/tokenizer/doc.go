@@ -1,6 +1,10 @@
-// Package tokenizer implements a byte-level byte-pair-encoding (BPE) tokenizer
-// that is trained on a corpus of English and Chinese text, with special tokens
-// and a chat template for role-tagged messages.
+// Package tokenizer implements byte-level byte-pair-encoding (BPE)
+// tokenizers: troupe's own (Tokenizer), trained on a corpus of English and
+// Chinese text, with special tokens and a chat template for role-tagged
+// messages; and Hugging Face's (HF), loaded from the tokenizer.json and
+// tokenizer_config.json that pretrained checkpoints such as GPT-2, Llama 3,
+// Qwen2 and Qwen3 ship. Both share one BPE merge loop and one pre-tokenizer
+// scanner.
 //
 // # Algorithm
 //
@@ -38,6 +42,28 @@
 // Training is deterministic: among pairs of equal frequency the one with the
 // smallest (left id, right id) is merged first, so the same corpus and options
 // always give the same merges, on every machine.
+//
+// # Hugging Face tokenizers
+//
+// LoadHF reads a model directory and encodes as Hugging Face's tokenizers
+// do with add_special_tokens=False: added tokens (special or not) are found
+// in the text first, leftmost-longest, with their single_word, lstrip,
+// rstrip and normalized flags; the rest is normalized (NFC, NFD, NFKC, NFKD
+// or none), cut by the pre-tokenizer (GPT-2's ByteLevel pattern, or a
+// Split with Llama 3's or Qwen2's pattern followed by ByteLevel), mapped to
+// GPT-2's byte-level alphabet and merged by rank; with ignore_merges a chunk
+// that is a whole vocabulary entry is taken as is. Token ids are those of
+// tokenizer.json. What the loader does not implement (other models,
+// pre-tokenizers, normalizers, decoders or patterns) is an error naming it,
+// never a silent approximation. The tests compare Encode and Decode with
+// Hugging Face's own JS implementation (@huggingface/tokenizers) on
+// multilingual text, for Qwen3's and Llama 3's tokenizers.
+//
+// The pre-tokenizer patterns use look-ahead, which Go's regexp lacks; they
+// are matched by hand-written scanners that recognise the pattern strings
+// exactly, with Oniguruma's semantics (\s is Unicode White_Space, \p{L}
+// and \p{N} the general categories, (?i:...) folds 'ſ to 's). Character
+// classes come from Go's unicode tables (Unicode 15.0).
 //
 // # Serialisation
 //

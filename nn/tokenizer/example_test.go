@@ -46,3 +46,20 @@ func ExampleTokenizer_ApplyChat() {
 	// <|bos|><|system|>Translate into Chinese.<|end|><|user|>matrix<|end|><|assistant|>
 	// stop generation at <|end|>
 }
+
+// ExampleLoadHF loads a pretrained model's tokenizer (the directory holds
+// tokenizer.json and tokenizer_config.json, as on the Hugging Face Hub) and
+// encodes a chat turn whose special tokens are written in the text. It is
+// not run: the files come from scripts/fetch-hf-refs.sh.
+func ExampleLoadHF() {
+	tok, err := tokenizer.LoadHF("data/hf/tokenizer-qwen3/models")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ids := tok.Encode("<|im_start|>user\nHello world<|im_end|>")
+	fmt.Println(ids) // [151644 872 198 9707 1879 151645]
+	fmt.Println(tok.Decode(ids, true))
+	eos, _ := tok.TokenID(tok.Config().EOSToken)
+	fmt.Println(eos, tok.IsSpecial(eos)) // 151645 true
+}
