@@ -785,10 +785,10 @@ func (s *Server) trainOnce() {
 	s.status, s.detail = StatusWeightSyncing, "training"
 	s.m.setStatus(s.status)
 	s.training = true
+	batch, ok := s.selectBatchLocked(true)
 	// Leaving ROLLING: every vote is spent (AgentJet resets its active
 	// client list here).
 	clear(s.active)
-	batch, ok := s.selectBatchLocked(true)
 	s.mu.Unlock()
 
 	var stats rl.Stats
