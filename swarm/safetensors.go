@@ -1,14 +1,11 @@
 package swarm
 
 import (
-	"bytes"
-	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
-	"sort"
+	"slices"
+
+	"github.com/troupe-ml/troupe/safetensors"
 )
 
 // stTensor is one tensor of a safetensors file, float32 or float64.
@@ -19,127 +16,62 @@ type stTensor struct {
 	F64   []float64
 }
 
+// stHeaderEntry is one tensor's record in a safetensors header, for code
+// that reads a header's JSON directly.
 type stHeaderEntry struct {
 	Dtype       string `json:"dtype"`
 	Shape       []int  `json:"shape"`
 	DataOffsets [2]int `json:"data_offsets"`
 }
 
-// writeSafetensors writes tensors in the safetensors format: an 8-byte
-// little-endian header length, a JSON header, then the raw little-endian data.
+// writeSafetensors writes tensors (F64 when F64 is set, else F32) and meta
+// with package safetensors.
 func writeSafetensors(w io.Writer, meta map[string]string, ts []stTensor) error {
-	header := map[string]any{}
-	if len(meta) > 0 {
-		header["__metadata__"] = meta
-	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
-	off := 0
-	for _, t := range ts {
-		e := stHeaderEntry{Shape: t.Shape}
-		n := 0
+	out := make([]safetensors.Tensor, len(ts))
+	for i, t := range ts {
+		n := len(t.F32)
 		if t.F64 != nil {
-			e.Dtype, n = "F64", 8*len(t.F64)
-		} else {
-			e.Dtype, n = "F32", 4*len(t.F32)
+			n = len(t.F64)
 		}
-		e.DataOffsets = [2]int{off, off + n}
-		off += n
-		header[t.Name] = e
-	}
-	hb, err := json.Marshal(header)
-	if err != nil {
-		return err
-	}
-	for len(hb)%8 != 0 {
-		hb = append(hb, ' ')
-	}
-	buf := make([]byte, 8, 8+len(hb)+off)
-	binary.LittleEndian.PutUint64(buf, uint64(len(hb)))
-	buf = append(buf, hb...)
-	for _, t := range ts {
+		// A shape that disagrees with the data is refused here rather than
+		// left to safetensors.FromFloat*, which panics on it.
+		if (safetensors.Tensor{Shape: t.Shape}).NumElements() != n || slices.ContainsFunc(t.Shape, func(d int) bool { return d < 0 }) {
+			return fmt.Errorf("safetensors tensor %q: shape %v does not hold %d values", t.Name, t.Shape, n)
+		}
 		if t.F64 != nil {
-			for _, x := range t.F64 {
-				buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(x))
-			}
+			out[i] = safetensors.FromFloat64(t.Name, t.Shape, t.F64)
 		} else {
-			for _, x := range t.F32 {
-				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
-			}
+			out[i] = safetensors.FromFloat32(t.Name, t.Shape, t.F32)
 		}
 	}
-	_, err = w.Write(buf)
-	return err
+	return safetensors.Write(w, out, meta)
 }
 
-// readSafetensors reads what writeSafetensors wrote (F32 and F64 only).
+// readSafetensors reads a whole safetensors file from r, validated by
+// package safetensors, returning its metadata (never nil) and its F32 and
+// F64 tensors by name; any other dtype is an error.
 func readSafetensors(r io.Reader) (map[string]string, map[string]stTensor, error) {
-	var hl [8]byte
-	if _, err := io.ReadFull(r, hl[:]); err != nil {
-		return nil, nil, fmt.Errorf("safetensors header length: %w", err)
-	}
-	n := binary.LittleEndian.Uint64(hl[:])
-	if n > 1<<24 {
-		return nil, nil, fmt.Errorf("safetensors header of %d bytes is too large", n)
-	}
-	hb := make([]byte, n)
-	if _, err := io.ReadFull(r, hb); err != nil {
-		return nil, nil, fmt.Errorf("safetensors header: %w", err)
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(bytes.TrimRight(hb, " "), &raw); err != nil {
-		return nil, nil, fmt.Errorf("safetensors header: %w", err)
-	}
-	data, err := io.ReadAll(r)
+	f, err := safetensors.Read(r)
 	if err != nil {
-		return nil, nil, fmt.Errorf("safetensors data: %w", err)
+		return nil, nil, err
 	}
-	meta := map[string]string{}
+	defer f.Close()
 	out := map[string]stTensor{}
-	for name, msg := range raw {
-		if name == "__metadata__" {
-			if err := json.Unmarshal(msg, &meta); err != nil {
-				return nil, nil, fmt.Errorf("safetensors metadata: %w", err)
-			}
-			continue
-		}
-		var e stHeaderEntry
-		if err := json.Unmarshal(msg, &e); err != nil {
-			return nil, nil, fmt.Errorf("safetensors tensor %q: %w", name, err)
-		}
-		a, b := e.DataOffsets[0], e.DataOffsets[1]
-		if a < 0 || b < a || b > len(data) {
-			return nil, nil, fmt.Errorf("safetensors tensor %q: offsets [%d,%d) outside %d data bytes", name, a, b, len(data))
-		}
-		numel := 1
-		for _, d := range e.Shape {
-			if d < 0 || (d > 0 && numel > (1<<40)/d) {
-				return nil, nil, fmt.Errorf("safetensors tensor %q: bad shape %v", name, e.Shape)
-			}
-			numel *= d
-		}
-		t := stTensor{Name: name, Shape: e.Shape}
-		seg := data[a:b]
-		switch e.Dtype {
-		case "F32":
-			if len(seg) != 4*numel {
-				return nil, nil, fmt.Errorf("safetensors tensor %q: %d bytes for %d F32 values", name, len(seg), numel)
-			}
-			t.F32 = make([]float32, numel)
-			for i := range t.F32 {
-				t.F32[i] = math.Float32frombits(binary.LittleEndian.Uint32(seg[4*i:]))
-			}
-		case "F64":
-			if len(seg) != 8*numel {
-				return nil, nil, fmt.Errorf("safetensors tensor %q: %d bytes for %d F64 values", name, len(seg), numel)
-			}
-			t.F64 = make([]float64, numel)
-			for i := range t.F64 {
-				t.F64[i] = math.Float64frombits(binary.LittleEndian.Uint64(seg[8*i:]))
-			}
+	for _, name := range f.Names() {
+		x, _ := f.Tensor(name)
+		t := stTensor{Name: name, Shape: x.Shape}
+		switch x.DType {
+		case safetensors.F32:
+			t.F32, err = x.Float32s()
+		case safetensors.F64:
+			t.F64, err = x.Float64s()
 		default:
-			return nil, nil, errors.New("safetensors tensor " + name + ": unsupported dtype " + e.Dtype)
+			err = fmt.Errorf("safetensors tensor %q: unsupported dtype %s (want F32 or F64)", name, x.DType)
+		}
+		if err != nil {
+			return nil, nil, err
 		}
 		out[name] = t
 	}
-	return meta, out, nil
+	return f.Metadata, out, nil
 }
