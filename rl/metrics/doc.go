@@ -14,4 +14,9 @@
 //		log.Log(step, m)
 //	}
 //	log.Plot("reward.png", "reward", "reward_mean", "kl")
+//
+// Plots share one look, for reports as well: Style sets the fonts and the
+// NiceTicks tickers (about six round labels per axis), StyleLine gives
+// series i its own Palette colour, and SavePNG puts the legend in a column
+// beside the axes, where it cannot hide a curve.
 package metrics

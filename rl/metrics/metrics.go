@@ -15,10 +15,6 @@ import (
 	"github.com/pkg/profile"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 )
 
 // Row is the metrics of one step.
@@ -224,66 +220,6 @@ func (l *Logger) Close() error {
 	}
 	if err != nil {
 		return fmt.Errorf("metrics: close jsonl: %w", err)
-	}
-	return nil
-}
-
-// Plot draws the named metrics against the step into a PNG file (relative
-// paths are under Dir).
-func (l *Logger) Plot(path, title string, keys ...string) error {
-	if !filepath.IsAbs(path) && l.opt.Dir != "" {
-		path = filepath.Join(l.opt.Dir, path)
-	}
-	var series []Series
-	for _, k := range keys {
-		x, y := l.Series(k)
-		series = append(series, Series{Name: k, X: x, Y: y})
-	}
-	return PlotPNG(path, title, "step", "", series...)
-}
-
-// Series is one named curve.
-type Series struct {
-	Name string
-	X, Y []float64
-}
-
-// PlotPNG draws curves into a 16×10 cm PNG; NaN and ±Inf points are left out.
-func PlotPNG(path, title, xlabel, ylabel string, series ...Series) error {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = xlabel
-	p.Y.Label.Text = ylabel
-	p.Add(plotter.NewGrid())
-	var args []any
-	for _, s := range series {
-		if len(s.X) != len(s.Y) {
-			return fmt.Errorf("metrics: series %q has %d x and %d y values", s.Name, len(s.X), len(s.Y))
-		}
-		xy := make(plotter.XYs, 0, len(s.X))
-		for i := range s.X {
-			if math.IsNaN(s.Y[i]) || math.IsInf(s.Y[i], 0) {
-				continue
-			}
-			xy = append(xy, plotter.XY{X: s.X[i], Y: s.Y[i]})
-		}
-		if len(xy) == 0 {
-			continue
-		}
-		args = append(args, s.Name, xy)
-	}
-	if len(args) > 0 {
-		if err := plotutil.AddLines(p, args...); err != nil {
-			return fmt.Errorf("metrics: plot: %w", err)
-		}
-	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("metrics: %w", err)
-		}
-	}
-	if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, path); err != nil {
-		return fmt.Errorf("metrics: save %s: %w", path, err)
 	}
 	return nil
 }
