@@ -2,17 +2,152 @@
 
 package tensor
 
+import "golang.org/x/sys/cpu"
+
+//go:generate sh -c "go run half_gemm_asm_gen.go > half_gemm_amd64.s"
+
+// The kernels of half_gemm_amd64.s (AVX2 and F16C). Counts are in blocks:
+// n16 of 16 values, v8 and k8 and r8 of 8.
+
+//go:noescape
+func widenBF16AVX2(dst *float32, src *uint16, n16 int)
+
+//go:noescape
+func widenF16AVX2(dst *float32, src *uint16, n16 int)
+
+//go:noescape
+func packRunsBF16AVX2(panel *float32, src *uint16, ld, v8, kb int)
+
+//go:noescape
+func packRunsF16AVX2(panel *float32, src *uint16, ld, v8, kb int)
+
+//go:noescape
+func packTBF16AVX2(panel *float32, src *uint16, ld, width, r8, k8 int)
+
+//go:noescape
+func packTF16AVX2(panel *float32, src *uint16, ld, width, r8, k8 int)
+
+//go:noescape
+func hgemvBF16AVX2M1(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+
+//go:noescape
+func hgemvBF16AVX2M2(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+
+//go:noescape
+func hgemvBF16AVX2M3(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+
+//go:noescape
+func hgemvF16AVX2M1(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+
+//go:noescape
+func hgemvF16AVX2M2(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+
+//go:noescape
+func hgemvF16AVX2M3(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+
+// hasHalfAVX2 reports whether the CPU has the AVX2, FMA and F16C
+// instructions of half_gemm_amd64.s.
+var hasHalfAVX2 = hasAVX2 && cpu.X86.HasF16C
+
+// The AVX-512 path runs Gemm's AVX-512 micro-kernel on panels packed by the
+// AVX2 packers (32-column panels are four 8-column blocks); widening and the
+// matrix-vector kernel are the AVX2 ones, which reach the memory bandwidth
+// that bounds them.
 var (
-	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfGo, gemv: gemvHalfGo, gemvR: 4, gemvM: 4, gemvK: 1, widen: widenGo}
-	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, packB: packBHalfGo, gemv: gemvHalfGo, gemvR: 4, gemvM: 4, gemvK: 1, widen: widenGo}
+	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 8, widen: widenAVX2}
+	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 8, widen: widenAVX2}
 )
 
 // halfPaths lists the GemmHalf implementations of this build, fastest
 // first, with whether the running CPU can execute each.
 func halfPaths() []halfPathAvail {
 	return []halfPathAvail{
-		{halfAVX512, hasAVX512},
-		{halfAVX2, hasAVX2},
+		{halfAVX512, hasAVX512 && hasHalfAVX2},
+		{halfAVX2, hasHalfAVX2},
 		{halfGo, true},
+	}
+}
+
+func widenAVX2(dst []float32, src []uint16, f Half) {
+	n := len(src) &^ 15
+	if n > 0 {
+		_ = dst[n-1]
+		if f == BF16 {
+			widenBF16AVX2(&dst[0], &src[0], n/16)
+		} else {
+			widenF16AVX2(&dst[0], &src[0], n/16)
+		}
+	}
+	widenGo(dst[n:len(src)], src[n:], f)
+}
+
+// packBHalfAVX2 is packBHalfGo with the full panels (nr columns, nr a
+// multiple of 8) packed by the assembly kernels; partial panels and the
+// steps past a multiple of 8 of a transposed panel take the Go code.
+func packBHalfAVX2(dst []float32, transB bool, b []uint16, ldb, p0, j0, kb, nb, nr int, f Half) {
+	for jr := 0; jr < nb; jr += nr {
+		nrr := min(nr, nb-jr)
+		panel := dst[jr*kb : jr*kb+nr*kb]
+		if !transB {
+			off := p0*ldb + j0 + jr
+			src := b[off : off+(kb-1)*ldb+nrr]
+			if nrr < nr {
+				packRunsHalfGo(panel, src, ldb, nrr, nr, kb, f)
+				continue
+			}
+			if f == BF16 {
+				packRunsBF16AVX2(&panel[0], &src[0], ldb, nr/8, kb)
+			} else {
+				packRunsF16AVX2(&panel[0], &src[0], ldb, nr/8, kb)
+			}
+			continue
+		}
+		off := (j0+jr)*ldb + p0
+		src := b[off : off+(nrr-1)*ldb+kb]
+		if nrr < nr {
+			packTransposeHalfGo(panel, src, ldb, nrr, nr, kb, f)
+			continue
+		}
+		k8 := kb / 8
+		if k8 > 0 {
+			if f == BF16 {
+				packTBF16AVX2(&panel[0], &src[0], ldb, nr, nr/8, k8)
+			} else {
+				packTF16AVX2(&panel[0], &src[0], ldb, nr, nr/8, k8)
+			}
+		}
+		if k8*8 < kb {
+			packTransposeHalfGo(panel[k8*8*nr:], src[k8*8:], ldb, nr, nr, kb-k8*8, f)
+		}
+	}
+}
+
+// gemvHalfAVX2 is the matrix-vector kernel of halfPath: 4 rows of w by
+// mx ≤ 3 rows of x, k a multiple of 8. The slicing by the caller bounds
+// what the kernel reads.
+func gemvHalfAVX2(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
+	_ = x[(mx-1)*ldx+k-1]
+	_ = w[3*ldw+k-1]
+	_ = dst[4*mx-1]
+	k8 := k / 8
+	xp, wp, dp := &x[0], &w[0], &dst[0]
+	if f == BF16 {
+		switch mx {
+		case 1:
+			hgemvBF16AVX2M1(k8, xp, ldx, wp, ldw, dp)
+		case 2:
+			hgemvBF16AVX2M2(k8, xp, ldx, wp, ldw, dp)
+		default:
+			hgemvBF16AVX2M3(k8, xp, ldx, wp, ldw, dp)
+		}
+		return
+	}
+	switch mx {
+	case 1:
+		hgemvF16AVX2M1(k8, xp, ldx, wp, ldw, dp)
+	case 2:
+		hgemvF16AVX2M2(k8, xp, ldx, wp, ldw, dp)
+	default:
+		hgemvF16AVX2M3(k8, xp, ldx, wp, ldw, dp)
 	}
 }

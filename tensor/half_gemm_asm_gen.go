@@ -1,0 +1,260 @@
+//go:build ignore
+
+// half_gemm_asm_gen.go writes half_gemm_amd64.s, the AVX2 kernels of
+// GemmHalf and HalfToFloat32. Run it with
+//
+//	go run half_gemm_asm_gen.go > half_gemm_amd64.s
+//
+// Every kernel widens 16-bit values to float32 in ymm registers: bfloat16 by
+// zero-extending each value to 32 bits and shifting it into the upper half
+// (VPMOVZXWD, VPSLLD), binary16 with the F16C conversion (VCVTPH2PS). Both
+// are exact, so the kernels see the same float32 values as the scalar
+// converters of half.go.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+var w strings.Builder
+
+func emit(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
+
+// format is one 16-bit storage format.
+type format struct {
+	name string // BF16 or F16, part of the Go symbol
+	// conv widens 8 values at mem into the ymm register y.
+	conv func(mem, y string)
+}
+
+var formats = []format{
+	{"BF16", func(mem, y string) {
+		emit("\tVPMOVZXWD %s, %s", mem, y)
+		emit("\tVPSLLD $16, %s, %s", y, y)
+	}},
+	{"F16", func(mem, y string) {
+		emit("\tVCVTPH2PS %s, %s", mem, y)
+	}},
+}
+
+func y(i int) string { return fmt.Sprintf("Y%d", i) }
+
+// genWiden writes widen<F>AVX2(dst *float32, src *uint16, n16 int): n16
+// blocks of 16 values.
+func genWiden(f format) {
+	name := "widen" + f.name + "AVX2"
+	emit("// func %s(dst *float32, src *uint16, n16 int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-24", name)
+	emit("\tMOVQ dst+0(FP), DI")
+	emit("\tMOVQ src+8(FP), SI")
+	emit("\tMOVQ n16+16(FP), CX")
+	emit("\tTESTQ CX, CX")
+	emit("\tJEQ %s_done", name)
+	emit("%s_loop:", name)
+	f.conv("(SI)", "Y0")
+	f.conv("16(SI)", "Y1")
+	emit("\tVMOVUPS Y0, (DI)")
+	emit("\tVMOVUPS Y1, 32(DI)")
+	emit("\tADDQ $32, SI")
+	emit("\tADDQ $64, DI")
+	emit("\tDECQ CX")
+	emit("\tJNE %s_loop", name)
+	emit("%s_done:", name)
+	emit("\tVZEROUPPER")
+	emit("\tRET")
+	emit("")
+}
+
+// genPackRuns writes packRuns<F>AVX2(panel *float32, src *uint16, ld, v8,
+// kb int): panel[p*8*v8+j] = widen(src[p*ld+j]) for p < kb, j < 8·v8 (a
+// full panel of packed B from a k×n B).
+func genPackRuns(f format) {
+	name := "packRuns" + f.name + "AVX2"
+	emit("// func %s(panel *float32, src *uint16, ld, v8, kb int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-40", name)
+	emit("\tMOVQ panel+0(FP), DI")
+	emit("\tMOVQ src+8(FP), R11")
+	emit("\tMOVQ ld+16(FP), DX")
+	emit("\tSHLQ $1, DX")
+	emit("\tMOVQ v8+24(FP), R8")
+	emit("\tMOVQ kb+32(FP), CX")
+	emit("\tTESTQ CX, CX")
+	emit("\tJEQ %s_done", name)
+	emit("%s_step:", name)
+	emit("\tMOVQ R11, SI")
+	emit("\tMOVQ R8, R9")
+	emit("%s_vec:", name)
+	f.conv("(SI)", "Y0")
+	emit("\tVMOVUPS Y0, (DI)")
+	emit("\tADDQ $16, SI")
+	emit("\tADDQ $32, DI")
+	emit("\tDECQ R9")
+	emit("\tJNE %s_vec", name)
+	emit("\tADDQ DX, R11")
+	emit("\tDECQ CX")
+	emit("\tJNE %s_step", name)
+	emit("%s_done:", name)
+	emit("\tVZEROUPPER")
+	emit("\tRET")
+	emit("")
+}
+
+// genPackT writes packT<F>AVX2(panel *float32, src *uint16, ld, width, r8,
+// k8 int): panel[p*width+r] = widen(src[r*ld+p]) for r < 8·r8, p < 8·k8 (a
+// panel of packed B from an n×k B), by 8×8 blocks: eight rows of eight
+// values are widened into Y0–Y7 and transposed in registers (unpack, shuffle,
+// then swap 128-bit lanes) into eight packed steps.
+func genPackT(f format) {
+	name := "packT" + f.name + "AVX2"
+	emit("// func %s(panel *float32, src *uint16, ld, width, r8, k8 int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	emit("\tMOVQ panel+0(FP), DI")
+	emit("\tMOVQ src+8(FP), SI")
+	emit("\tMOVQ ld+16(FP), DX")
+	emit("\tSHLQ $1, DX")            // DX: source row stride in bytes
+	emit("\tLEAQ (DX)(DX*2), R10")   // R10: 3 source rows
+	emit("\tMOVQ width+24(FP), R13") //
+	emit("\tSHLQ $2, R13")           // R13: panel step stride in bytes
+	emit("\tLEAQ (R13)(R13*2), AX")  // AX: 3 panel steps
+	emit("\tMOVQ k8+40(FP), CX")
+	emit("\tTESTQ CX, CX")
+	emit("\tJEQ %s_done", name)
+	emit("%s_kblock:", name)
+	emit("\tMOVQ r8+32(FP), R9")
+	emit("\tMOVQ SI, R11") // rows 0–3 of the current row group
+	emit("\tMOVQ DI, BX")  // steps 0–3 of the current column block
+	emit("%s_rblock:", name)
+	emit("\tLEAQ (R11)(DX*4), R12") // rows 4–7
+	rows := []string{"(R11)", "(R11)(DX*1)", "(R11)(DX*2)", "(R11)(R10*1)", "(R12)", "(R12)(DX*1)", "(R12)(DX*2)", "(R12)(R10*1)"}
+	for q, mem := range rows {
+		f.conv(mem, y(q))
+	}
+	for q := 0; q < 8; q += 2 {
+		emit("\tVUNPCKLPS %s, %s, %s", y(q+1), y(q), y(8+q))
+		emit("\tVUNPCKHPS %s, %s, %s", y(q+1), y(q), y(9+q))
+	}
+	// Y8..Y15 = t0..t7; s0..s7 into Y0..Y7.
+	for h := 0; h < 2; h++ {
+		t := 8 + 4*h
+		s := 4 * h
+		emit("\tVSHUFPS $0x44, %s, %s, %s", y(t+2), y(t), y(s))
+		emit("\tVSHUFPS $0xEE, %s, %s, %s", y(t+2), y(t), y(s+1))
+		emit("\tVSHUFPS $0x44, %s, %s, %s", y(t+3), y(t+1), y(s+2))
+		emit("\tVSHUFPS $0xEE, %s, %s, %s", y(t+3), y(t+1), y(s+3))
+	}
+	for p := 0; p < 4; p++ {
+		emit("\tVPERM2F128 $0x20, %s, %s, %s", y(4+p), y(p), y(8+p))
+		emit("\tVPERM2F128 $0x31, %s, %s, %s", y(4+p), y(p), y(12+p))
+	}
+	emit("\tLEAQ (BX)(R13*4), R8") // steps 4–7
+	outs := []string{"(BX)", "(BX)(R13*1)", "(BX)(R13*2)", "(BX)(AX*1)", "(R8)", "(R8)(R13*1)", "(R8)(R13*2)", "(R8)(AX*1)"}
+	for p, mem := range outs {
+		emit("\tVMOVUPS %s, %s", y(8+p), mem)
+	}
+	emit("\tLEAQ (R11)(DX*8), R11")
+	emit("\tADDQ $32, BX")
+	emit("\tDECQ R9")
+	emit("\tJNE %s_rblock", name)
+	emit("\tADDQ $16, SI")
+	emit("\tLEAQ (DI)(R13*8), DI")
+	emit("\tDECQ CX")
+	emit("\tJNE %s_kblock", name)
+	emit("%s_done:", name)
+	emit("\tVZEROUPPER")
+	emit("\tRET")
+	emit("")
+}
+
+// genGemv writes hgemv<F>AVX2M<M>(k8 int, x *float32, ldx int, w *uint16,
+// ldw int, dst *float32): dst[i*4+r] = Σ_{p<8·k8} x[i*ldx+p]·w[r*ldw+p] for
+// i < M, r < 4. The 4·M accumulators stay in Y0–Y(4M-1) over the whole
+// length; each step loads M vectors of x and widens one vector of each of
+// the four rows of w (four streams from memory). At the end each group of
+// four accumulators is reduced horizontally into four sums.
+func genGemv(f format, M int) {
+	name := fmt.Sprintf("hgemv%sAVX2M%d", f.name, M)
+	const R = 4
+	acc := func(i, r int) string { return y(i*R + r) }
+	xr := func(i int) string { return y(R*M + i) }
+	temps := []int{}
+	for t := R*M + M; t < 16 && len(temps) < 2; t++ {
+		temps = append(temps, t)
+	}
+	emit("// func %s(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	emit("\tMOVQ k8+0(FP), CX")
+	emit("\tMOVQ x+8(FP), AX")
+	emit("\tMOVQ ldx+16(FP), R8")
+	emit("\tSHLQ $2, R8")
+	emit("\tMOVQ w+24(FP), BX")
+	emit("\tMOVQ ldw+32(FP), DX")
+	emit("\tSHLQ $1, DX")
+	emit("\tLEAQ (DX)(DX*2), R10")
+	emit("\tMOVQ dst+40(FP), DI")
+	for i := 0; i < R*M; i++ {
+		emit("\tVXORPS %s, %s, %s", y(i), y(i), y(i))
+	}
+	xRows := []string{"(AX)", "(AX)(R8*1)", "(AX)(R8*2)"}
+	wRows := []string{"(BX)", "(BX)(DX*1)", "(BX)(DX*2)", "(BX)(R10*1)"}
+	tc := 0
+	body := func(u int) {
+		for i := 0; i < M; i++ {
+			emit("\tVMOVUPS %d%s, %s", 32*u, xRows[i], xr(i))
+		}
+		for r := 0; r < R; r++ {
+			t := y(temps[tc%len(temps)])
+			tc++
+			f.conv(fmt.Sprintf("%d%s", 16*u, wRows[r]), t)
+			for i := 0; i < M; i++ {
+				emit("\tVFMADD231PS %s, %s, %s", xr(i), t, acc(i, r))
+			}
+		}
+	}
+	emit("\tMOVQ CX, R9")
+	emit("\tSHRQ $1, R9")
+	emit("\tJEQ %s_tail", name)
+	emit("%s_loop:", name)
+	body(0)
+	body(1)
+	emit("\tADDQ $64, AX")
+	emit("\tADDQ $32, BX")
+	emit("\tDECQ R9")
+	emit("\tJNE %s_loop", name)
+	emit("%s_tail:", name)
+	emit("\tANDQ $1, CX")
+	emit("\tJEQ %s_reduce", name)
+	body(0)
+	emit("%s_reduce:", name)
+	// Y12, Y13 are free once the loop is done (x and temporaries).
+	for i := 0; i < M; i++ {
+		emit("\tVHADDPS %s, %s, Y12", acc(i, 1), acc(i, 0))
+		emit("\tVHADDPS %s, %s, Y13", acc(i, 3), acc(i, 2))
+		emit("\tVHADDPS Y13, Y12, Y12")
+		emit("\tVEXTRACTF128 $1, Y12, X13")
+		emit("\tVADDPS X13, X12, X12")
+		emit("\tVMOVUPS X12, %d(DI)", 16*i)
+	}
+	emit("\tVZEROUPPER")
+	emit("\tRET")
+	emit("")
+}
+
+func main() {
+	emit("// Code generated by half_gemm_asm_gen.go; DO NOT EDIT.")
+	emit("")
+	emit("//go:build amd64 && !purego")
+	emit("")
+	emit("#include \"textflag.h\"")
+	emit("")
+	for _, f := range formats {
+		genWiden(f)
+		genPackRuns(f)
+		genPackT(f)
+		for M := 1; M <= 3; M++ {
+			genGemv(f, M)
+		}
+	}
+	os.Stdout.WriteString(w.String())
+}
