@@ -212,9 +212,11 @@ func TestHFRoundTrip(t *testing.T) {
 	}
 }
 
-// TestHFKnownIDs checks ids known independently of both implementations:
-// the published ids of the special tokens, and words whose ids are
-// documented in the models' cards and issues ("Hello" and " world").
+// TestHFKnownIDs checks ids found by hand, independently of both
+// implementations: the special tokens' ids in added_tokens, and the words'
+// ids looked up in tokenizer.json's vocab ("Hello", "Ġworld", "Ċ", the
+// digits, Llama 3's "123" and "456"), where the expected segmentation
+// follows from the pattern alone.
 func TestHFKnownIDs(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string
@@ -264,6 +266,14 @@ func TestHFKnownIDs(t *testing.T) {
 		t.Errorf("qwen3 VocabSize() = %d, want 151669", q.VocabSize())
 	}
 	l, _ := refTokenizer(t, "llama3")
+	// ignore_merges: " jeho" is a vocabulary entry that the merges do not
+	// build (they stop at two tokens), so it is taken whole.
+	if id, ok := l.TokenID("Ġjeho"); !ok || !cmp.Equal(l.Encode(" jeho"), []int{id}) {
+		t.Errorf("llama3 Encode(\" jeho\") = %v, want [%d] (ignore_merges)", l.Encode(" jeho"), id)
+	}
+	if got := l.core.bpe(" jeho"); len(got) < 2 {
+		t.Errorf("the merges alone build \" jeho\" (%v): the case does not exercise ignore_merges", got)
+	}
 	if cfg := l.Config(); cfg.BOSToken != "<|begin_of_text|>" || cfg.EOSToken != "<|end_of_text|>" || !cfg.CleanUpTokenizationSpaces {
 		t.Errorf("llama3 Config() = %+v", cfg)
 	}
