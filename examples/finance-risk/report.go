@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/troupe-ml/troupe/eval"
 	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
 	"github.com/troupe-ml/troupe/examples/finance-risk/pipeline"
 	"gonum.org/v1/plot"
@@ -45,8 +46,8 @@ func CheckBars(r *Result) Bars {
 		ret = append(ret, d.Retention())
 		sp = append(sp, d.SpeedUp())
 	}
-	b.Retention, _ = finrisk.MeanSD(ret)
-	b.SpeedUp, _ = finrisk.MeanSD(sp)
+	b.Retention, _ = eval.MeanSD(ret)
+	b.SpeedUp, _ = eval.MeanSD(sp)
 	b.RetentionOK, b.SpeedUpOK = b.Retention >= 0.97, b.SpeedUp >= 5
 	return b
 }
@@ -84,7 +85,7 @@ func writeReport(r *Result) error {
 			for _, fm := range r.Folds {
 				xs = append(xs, get(fm[m]))
 			}
-			mu, sd := finrisk.MeanSD(xs)
+			mu, sd := eval.MeanSD(xs)
 			return fmt.Sprintf("%.4f ± %.4f", mu, sd)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", modelNames[m], r.Params[m],

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 
@@ -51,47 +50,31 @@ func msgsTranslate(en string) []tokenizer.Message {
 
 // glossaryHinter writes agent 2's glossary hint: the glossary entries of
 // the terms in the English (at most three, longest first, hintTerms), as a
-// terminology checker would look them up: "Glossary: degrees of
-// freedom=自由度". With them in its prompt, agent 2 checks each rendering
-// against the rough translation and can copy the correction (its pointer
-// head) instead of recalling 241 renderings; it still has to judge which
-// entries the translation needs.
+// terminology checker would look them up, each with a string-matching
+// checker's verdict on the rough translation:
 //
-// With Marks (-hint-marks) each entry also carries the string-matching
-// checker's verdict on the rough translation, "(missing)" or "(found)":
-// agent 2 then starts from checkerErrors and has to learn where the
-// checker is wrong (a glossary entry the translators did not use), which
-// is what its reward pays for beyond the checker.
+//	Glossary: "degrees of freedom"=自由度 (missing); "matrix"=矩阵 (found)
 //
-// With Quotes (-hint-quotes) each entry's English is quoted, "degrees of
-// freedom"=自由度, so that it follows a quote as in agent 2's answer
-// ("original_word":"degrees of freedom"). Unquoted it follows a space, and
-// the GPT-2-style pre-tokenizer keeps a word's leading space in its chunk:
-// " already" and "already" are different tokens, so agent 2's pointer head
-// cannot copy the term's first token into its answer and the vocabulary
-// head has to write it (notes/translation.md R26).
+// With the entries in its prompt agent 2 checks each rendering against the
+// rough translation and copies the correction with its pointer head
+// instead of recalling hundreds of renderings. The verdicts start it from
+// checkerErrors; it has to learn where the checker is wrong (an entry the
+// translators did not use), which is what its reward pays for beyond the
+// checker.
+//
+// The English is quoted so that it follows a quote as in agent 2's answer
+// ("original_word":"degrees of freedom"). Unquoted it would follow a
+// space, and the GPT-2-style pre-tokenizer keeps a word's leading space in
+// its chunk: " already" and "already" are different tokens, and the pointer
+// head could not copy the term's first token into the answer.
 type glossaryHinter struct {
-	G      *corpus.Glossary
-	Marks  bool
-	Quotes bool
+	G *corpus.Glossary
 }
 
 // msgs is agent 2's prompt: the English, the hint (the glossary entries of
 // its terms) and the rough translation.
 func (h glossaryHinter) msgs(en, rough string) []tokenizer.Message {
 	return []tokenizer.Message{{Role: "system", Content: sysDetect}, {Role: "user", Content: en + "\n" + h.hint(en, rough) + "\n" + rough}}
-}
-
-// key is what the hint's format adds to agent 2's warm-start cache key.
-func (h glossaryHinter) key() string {
-	k := ""
-	if h.Marks {
-		k += "|marks"
-	}
-	if h.Quotes {
-		k += "|quotes"
-	}
-	return k
 }
 
 func (h glossaryHinter) hint(en, rough string) string {
@@ -101,16 +84,11 @@ func (h glossaryHinter) hint(en, rough string) string {
 	}
 	parts := make([]string, 0, 3)
 	for _, t := range terms {
-		p := t.En + "=" + t.Zh
-		if h.Quotes {
-			p = `"` + t.En + `"=` + t.Zh
-		}
-		if h.Marks {
-			if strings.Contains(rough, t.Zh) {
-				p += " (found)"
-			} else {
-				p += " (missing)"
-			}
+		p := `"` + t.En + `"=` + t.Zh
+		if strings.Contains(rough, t.Zh) {
+			p += " (found)"
+		} else {
+			p += " (missing)"
 		}
 		parts = append(parts, p)
 	}
@@ -184,10 +162,10 @@ func correctionsText(detection string) string {
 // empty and not already in the rough translation. Agent 2 is still graded on
 // its answer as written; this only decides what agent 3 is asked to do.
 //
-// Measured on the validation split at the warm start (notes/translation.md
-// R15): agent 2's invalid answers (8 %) passed on verbatim made agent 3 lose
-// its closing tag (and score 0) 2.3 % of the time; both rules together move
-// the workflow's chrF from 0.0025 below agent 1 alone to 0.0043 above it.
+// Passed on verbatim, agent 2's invalid answers made agent 3 lose its
+// closing tag (and score 0); the two rules together move the workflow's
+// chrF from below agent 1 alone's to above it (measured on the validation
+// split at the warm start).
 func clientCorrections(en, rough, detection string) string {
 	return errorsJSON(validCorrections(en, rough, detection))
 }
@@ -258,49 +236,4 @@ func injectError(t task, g *corpus.Glossary, r *rand.Rand, pClean float64) (stri
 	}
 	rough := strings.Replace(t.Ref, term.Zh, wrong, 1)
 	return rough, []grader.TermError{{OriginalWord: term.En, WrongTranslation: wrong, WrongReason: "glossary", CorrectTranslation: term.Zh}}
-}
-
-// applyCorrections is what agent 3 should learn: replace each wrong
-// rendering by the correct one. It is used only to check the warm-start
-// data; agent 3 itself is a model.
-func applyCorrections(rough string, errs []grader.TermError) string {
-	for _, e := range errs {
-		if e.WrongTranslation != "" {
-			rough = strings.Replace(rough, e.WrongTranslation, e.CorrectTranslation, 1)
-		}
-	}
-	return rough
-}
-
-// heldOut reports whether the train sentence en is in the RL hold-out of
-// fraction f (-rl-holdout): FNV-1a 64 of a salted copy of the string, so
-// that the choice is stable and independent of corpus.SplitOf's.
-func heldOut(en string, f float64) bool {
-	h := fnv.New64a()
-	h.Write([]byte("rl-holdout\x00"))
-	h.Write([]byte(en))
-	return float64(h.Sum64()%10000) < f*10000
-}
-
-// splitHeldOut partitions xs by heldOut(en(x), f) into the held-out ones
-// and the rest, each in xs's order.
-func splitHeldOut[T any](xs []T, en func(T) string, f float64) (held, rest []T) {
-	for _, x := range xs {
-		if heldOut(en(x), f) {
-			held = append(held, x)
-		} else {
-			rest = append(rest, x)
-		}
-	}
-	return held, rest
-}
-
-// everyNth returns tasks[from], tasks[from+n], …: a fixed, spread sample
-// (-eval-split train).
-func everyNth(tasks []task, n, from int) []task {
-	var out []task
-	for i := from; i < len(tasks); i += n {
-		out = append(out, tasks[i])
-	}
-	return out
 }

@@ -6,12 +6,13 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/troupe-ml/troupe/eval"
 	"github.com/troupe-ml/troupe/examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 )
 
-// metrics of one system on the test split.
+// metrics of one system on the evaluated sentences.
 type metrics struct {
 	N                 int
 	ChrF              float64 // mean sentence chrF
@@ -23,55 +24,35 @@ type metrics struct {
 	JSONValid         float64 // fraction of detector outputs that are valid JSON
 	Detection         float64 // ProperNounDetectionGrader, normalised (larger model's reward)
 	FinalTagRate      float64 // fraction of agent-3 outputs with <final_result>
-	// Diagnostics of agent 3 (workflow rows only).
-	DetEmpty  float64 // fraction of detector outputs that are exactly "[]"
-	CopyEmpty float64 // of those, fraction whose final translation is the rough one unchanged
-	Fidelity  float64 // mean chrF of the final translation against the rough one
-	// Oracle* are the workflow's figures when agent 3 gets the true
-	// corrections instead of agent 2's (what a perfect detector would give).
-	OracleChrF, OracleTermAcc float64
-	// OracleErrN is the number of sentences whose rough translation lacks a
-	// glossary term; OracleErrRough and OracleErrFinal are the mean chrF of
-	// the rough translation and of agent 3's with the true corrections on
-	// those sentences (does agent 3's rewrite help where there is an error?).
-	OracleErrN                     int
-	OracleErrRough, OracleErrFinal float64
-	// Gain* split the workflow's chrF minus agent 1 alone's, the mean over
-	// all sentences of chrF(final) − chrF(rough), by what agent 2 said:
-	// "[]", corrections without a false alarm, or with one (or invalid
-	// JSON). The three add up to the difference of the two rows.
-	GainEmpty, GainTrue, GainFalse float64
-	// Checker* are the figures of a string-matching glossary checker in
-	// agent 2's place (checkerErrors: every glossary entry of agent 2's
-	// prompt whose rendering the rough translation lacks): its precision,
-	// recall and detection reward, and agent 3's chrF and terminology
-	// accuracy with its corrections. It is the baseline a learned detector
-	// has to beat.
-	CheckerP, CheckerR, CheckerDetection float64
-	CheckerChrF, CheckerTermAcc          float64
-	// Raw* are the workflow's chrF and <final_result> rate with agent 2's
-	// answer passed to agent 3 as written, without clientCorrections (not
-	// measured, zero, under -raw-corrections, where the workflow is that).
-	RawChrF, RawTagRate float64
-	// Agent3* are the workflow's chrF and terminology accuracy with agent
-	// 3's final translation as written, Guard* with the client's guard on
-	// it (guardFinal); the row's own figures are one of the two (the
-	// guarded ones unless -guard-final=false).
+	// Agent3ChrF and Agent3TermAcc are the workflow's figures with agent
+	// 3's final translation as written, before the client's guard
+	// (guardFinal); the row's own figures are the guarded ones.
 	Agent3ChrF, Agent3TermAcc float64
-	GuardChrF, GuardTermAcc   float64
-	placeholderSentence       int
-	// sent holds each sentence's figures, in task order, for the paired
-	// bootstrap intervals of the report (pairedBootstrap).
+	// CheckerP, CheckerR and CheckerDetection are the precision, recall
+	// and detection reward of a string-matching glossary checker in agent
+	// 2's place (checkerErrors): the baseline a learned detector has to
+	// beat.
+	CheckerP, CheckerR, CheckerDetection float64
+	placeholderSentence                  int
+	// sent holds each sentence's figures, in task order, for the report's
+	// paired bootstrap intervals.
 	sent []sentScore
 	// seen is what agent 2 was given of each rough translation (workflow
 	// rows only), kept so that a later detector can be scored on the same
 	// inputs (detectOn).
 	seen []string
-	// Examples are the first few test sentences through the workflow.
+	// Examples are the first few sentences through the workflow.
 	Examples [][5]string // source, reference, rough, detection, final output
 }
 
-// generate runs greedy generation for a batch of chat prompts.
+// sentScore is one sentence's figures in an evaluation.
+type sentScore struct {
+	ChrF       float64 // chrF against the reference
+	Quality    float64 // TranslationQualityGrader, normalised
+	Detection  float64 // ProperNounDetectionGrader, normalised (workflow rows only)
+	Agent3ChrF float64 // chrF of agent 3's answer as written (workflow rows only)
+}
+
 // evalPrompt is the token prompt of msgs that the evaluation decodes from:
 // the chat template with the assistant turn open, cut to its end when it
 // leaves the model fewer than two positions.
@@ -86,6 +67,7 @@ func evalPrompt(lm *nn.LM, tok *tokenizer.Tokenizer, msgs []tokenizer.Message) (
 	return p, nil
 }
 
+// generate runs greedy generation for a batch of chat prompts.
 func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 	end := tok.MustSpecialID(tokenizer.End)
 	out := make([]string, len(msgs))
@@ -100,11 +82,9 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 	// Chunks of prompts of similar length (a batch runs as long as its
 	// longest generation). Each prompt has min(maxTok, MaxLen − its length)
 	// tokens, nn.LM.Generate stopping every sequence at MaxLen on its own:
-	// the budget the swarm server gives an RL rollout (lmModel.Generate).
-	// Until stop 22 a chunk's budget was bounded by its longest prompt,
-	// which cut some of the shorter prompts' answers (agent 2's detection
-	// reward on the validation warm start read 0.6473 instead of 0.6530,
-	// notes/translation.md R22).
+	// the budget the swarm server gives an RL rollout (lmModel.Generate):
+	// a chunk's budget bounded by its longest prompt would cut some of the
+	// shorter prompts' answers.
 	order := make([]int, len(msgs))
 	for i := range order {
 		order[i] = i
@@ -153,103 +133,27 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		return
 	}
 	for i, t := range tasks {
-		m3 = append(m3, msgsFinal(t.En, seen[i], e.corrections(t.En, seen[i], det[i])))
+		m3 = append(m3, msgsFinal(t.En, seen[i], clientCorrections(t.En, seen[i], det[i])))
 	}
 	fin, err := generate(small, e.tok, m3, e.maxTok+16)
 	if err != nil {
 		return
 	}
-	// Agent 3 again, given agent 2's answer as written.
-	if !e.rawCorrections {
-		var m6 [][]tokenizer.Message
-		for i, t := range tasks {
-			m6 = append(m6, msgsFinal(t.En, seen[i], det[i]))
-		}
-		var rfin []string
-		if rfin, err = generate(small, e.tok, m6, e.maxTok+16); err != nil {
-			return
-		}
-		var raw metrics
-		for i, t := range tasks {
-			rfinal, ok := grader.ExtractFinal(rfin[i])
-			if ok {
-				flow.RawTagRate++
-			}
-			e.scoreText(&raw, t, rfinal)
-		}
-		flow.RawChrF = raw.ChrF / float64(len(tasks))
-		flow.RawTagRate /= float64(len(tasks))
-	}
-	// Agent 3 again, given the true corrections of the rough translation it
-	// saw (the oracle figures).
-	var m4 [][]tokenizer.Message
-	truth := make([][]grader.TermError, len(tasks))
-	for i, t := range tasks {
-		truth[i] = truthErrors(t, seen[i])
-		m4 = append(m4, msgsFinal(t.En, seen[i], errorsJSON(truth[i])))
-	}
-	ofin, err := generate(small, e.tok, m4, e.maxTok+16)
-	if err != nil {
-		return
-	}
-	// And given the glossary checker's corrections.
-	var m5 [][]tokenizer.Message
-	checked := make([]string, len(tasks))
-	for i, t := range tasks {
-		checked[i] = errorsJSON(checkerErrors(e.qg.Glossary, t.En, seen[i]))
-		m5 = append(m5, msgsFinal(t.En, seen[i], checked[i]))
-	}
-	cfin, err := generate(small, e.tok, m5, e.maxTok+16)
-	if err != nil {
-		return
-	}
-	var oracle, checker, guard, asWritten metrics
-	var ctp, cfp, cfn float64
-	nEmpty := 0.0
-	var tp, fp, fn float64
+	var asWritten metrics
+	var tp, fp, fn, ctp, cfp, cfn float64
 	for i, t := range tasks {
 		if i < 6 {
 			flow.Examples = append(flow.Examples, [5]string{t.En, t.Ref, rough[i], det[i], fin[i]})
 		}
-		chrfRough := e.scoreText(&alone, t, rough[i])
+		e.scoreText(&alone, t, rough[i])
 		final, ok := grader.ExtractFinal(fin[i])
 		if ok {
 			flow.FinalTagRate++
 		}
-		// What the workflow delivers: agent 3's final translation, or
-		// with the client's guard (-guard-final) agent 1's rough one
-		// where agent 3 was not asked for an edit, did not apply it or
-		// rewrote beyond it.
-		guarded := guardFinal(rough[i], seen[i], final, ok, validCorrections(t.En, seen[i], det[i]))
-		delivered := final
-		if e.guardFinal {
-			delivered = guarded
-		}
-		gain := e.scoreText(&flow, t, delivered) - chrfRough
+		// What the workflow delivers: agent 3's final translation where
+		// the client's guard accepts it, else agent 1's rough one.
+		e.scoreText(&flow, t, guardFinal(rough[i], seen[i], final, ok, validCorrections(t.En, seen[i], det[i])))
 		flow.sent[i].Agent3ChrF = e.scoreText(&asWritten, t, final)
-		flow.sent[i].GuardChrF = e.scoreText(&guard, t, guarded)
-		ofinal, _ := grader.ExtractFinal(ofin[i])
-		chrfOracle := e.scoreText(&oracle, t, ofinal)
-		cfinal, _ := grader.ExtractFinal(cfin[i])
-		e.scoreText(&checker, t, cfinal)
-		cd := grader.ProperNounDetectionGrader{}.Grade(checked[i], truth[i])
-		flow.CheckerDetection += cd.Normalised
-		ctp += cd.Parts["tp"]
-		cfp += cd.Parts["fp"]
-		cfn += cd.Parts["fn"]
-		if len(truth[i]) > 0 {
-			flow.OracleErrN++
-			flow.OracleErrRough += chrfRough
-			flow.OracleErrFinal += chrfOracle
-		}
-		flow.Fidelity += grader.ChrF(final, seen[i])
-		saidEmpty := strings.TrimSpace(det[i]) == "[]"
-		if saidEmpty {
-			nEmpty++
-			if final == seen[i] {
-				flow.CopyEmpty++
-			}
-		}
 		// The quality grader on agent 3's output as written (a missing
 		// <final_result> scores 0), where scoreText graded the bare text.
 		q := e.qg.Grade(t.En, t.Ref, fin[i]).Normalised
@@ -257,27 +161,25 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		flow.sent[i].Quality = q
 		// Graded against the errors of the text agent 2 was given, as in
 		// the RL rollouts.
-		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truth[i])
-		switch {
-		case saidEmpty:
-			flow.GainEmpty += gain
-		case d.Parts["fp"] == 0 && d.Parts["json_valid"] == 1:
-			flow.GainTrue += gain
-		default:
-			flow.GainFalse += gain
-		}
+		truth := truthErrors(t, seen[i])
+		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truth)
 		flow.sent[i].Detection = d.Normalised
 		flow.Detection += d.Normalised
 		flow.JSONValid += d.Parts["json_valid"]
 		tp += d.Parts["tp"]
 		fp += d.Parts["fp"]
 		fn += d.Parts["fn"]
+		cd := grader.ProperNounDetectionGrader{}.Grade(errorsJSON(checkerErrors(e.qg.Glossary, t.En, seen[i])), truth)
+		flow.CheckerDetection += cd.Normalised
+		ctp += cd.Parts["tp"]
+		cfp += cd.Parts["fp"]
+		cfn += cd.Parts["fn"]
 	}
+	n := float64(len(tasks))
 	finish := func(m *metrics) {
-		n := float64(len(tasks))
 		m.N = len(tasks)
 		m.ChrF /= n
-		m.TermAcc = m.TermAcc / max(1, float64(e.termCount(tasks)))
+		m.TermAcc = m.TermAcc / max(1, float64(termCount(tasks)))
 		if m.placeholderSentence > 0 {
 			m.PlaceholderAcc /= float64(m.placeholderSentence)
 		}
@@ -290,28 +192,10 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 	flow.seen = seen
 	finish(&alone)
 	finish(&flow)
-	finish(&oracle)
-	finish(&checker)
-	finish(&guard)
 	finish(&asWritten)
-	flow.GuardChrF, flow.GuardTermAcc = guard.ChrF, guard.TermAcc
 	flow.Agent3ChrF, flow.Agent3TermAcc = asWritten.ChrF, asWritten.TermAcc
-	flow.OracleChrF, flow.OracleTermAcc = oracle.ChrF, oracle.TermAcc
-	flow.CheckerChrF, flow.CheckerTermAcc = checker.ChrF, checker.TermAcc
-	flow.CheckerDetection /= float64(len(tasks))
+	flow.CheckerDetection /= n
 	flow.CheckerP, flow.CheckerR = precRecall(ctp, cfp, cfn)
-	flow.Fidelity /= float64(len(tasks))
-	flow.GainEmpty /= float64(len(tasks))
-	flow.GainTrue /= float64(len(tasks))
-	flow.GainFalse /= float64(len(tasks))
-	if flow.OracleErrN > 0 {
-		flow.OracleErrRough /= float64(flow.OracleErrN)
-		flow.OracleErrFinal /= float64(flow.OracleErrN)
-	}
-	flow.DetEmpty = nEmpty / float64(len(tasks))
-	if nEmpty > 0 {
-		flow.CopyEmpty /= nEmpty
-	}
 	flow.DetP, flow.DetR = precRecall(tp, fp, fn)
 	if flow.DetP+flow.DetR > 0 {
 		flow.DetF1 = 2 * flow.DetP * flow.DetR / (flow.DetP + flow.DetR)
@@ -370,7 +254,7 @@ type detScore struct {
 	sent            []float64
 }
 
-func (e *env) termCount(tasks []task) int {
+func termCount(tasks []task) int {
 	n := 0
 	for _, t := range tasks {
 		n += len(t.Terms)
@@ -381,7 +265,7 @@ func (e *env) termCount(tasks []task) int {
 // scoreText accumulates the sentence-level metrics of a bare translation
 // and returns its chrF.
 func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
-	chrf = grader.ChrF(hyp, t.Ref)
+	chrf = eval.ChrF(hyp, t.Ref)
 	m.ChrF += chrf
 	if ph := grader.Placeholders(t.En); len(ph) > 0 {
 		m.placeholderSentence++
@@ -422,7 +306,7 @@ func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 // of conservative automatic post-editing (Junczys-Dowmunt and Grundkiewicz
 // 2016; Chatterjee et al. 2018), where a post-editor's rewrite of correct
 // text is a loss. The factor 2 was chosen on the validation split against
-// 1 and against no bound (notes/translation.md R21). It reads agent 2's
+// 1 and against no bound. It reads agent 2's
 // validated answer and agent 3's output only, never the reference. Agent
 // 3's own reward is still its output as written, in the RL rollouts and in
 // the report.

@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/troupe-ml/troupe/eval"
 )
 
 // differencesFile is where a run's report keeps its headline differences
@@ -92,64 +93,12 @@ func readDifferences(dir string) (runDifferences, error) {
 	return rd, nil
 }
 
-// twoLevelBootstrap is the mean of d[run][i] over runs and sentences with a
-// 95 % percentile interval from n resamples of both: each resample draws
-// the runs with replacement and, independently, the sentences with
-// replacement (the same sentences for every drawn run, so that each run's
-// differences stay paired by sentence), and scores the mean over the
-// drawn pairs. It is the two-stage ("hierarchical") bootstrap of Davison
-// and Hinkley ("Bootstrap Methods and their Application", 1997, §3.8):
-// the interval covers both which sentences were drawn and the RL phase's
-// randomness, of which the runs (one per -rl-seed) are a sample. Every run
-// must have the same sentences (a programmer error otherwise).
-func twoLevelBootstrap(d [][]float64, n int, seed uint64) diffCI {
-	R := len(d)
-	if R == 0 || len(d[0]) == 0 {
-		return diffCI{}
-	}
-	m := len(d[0])
-	var sum float64
-	for _, run := range d {
-		if len(run) != m {
-			panic(fmt.Sprintf("translation: twoLevelBootstrap: runs of %d and %d sentences", m, len(run)))
-		}
-		for _, v := range run {
-			sum += v
-		}
-	}
-	out := diffCI{Mean: sum / float64(R*m)}
-	if n <= 0 {
-		out.Lo, out.Hi = out.Mean, out.Mean
-		return out
-	}
-	r := rand.New(rand.NewPCG(seed, 0x2b00))
-	idx := make([]int, m)
-	means := make([]float64, n)
-	for k := range means {
-		for j := range idx {
-			idx[j] = r.IntN(m)
-		}
-		var s float64
-		for range R {
-			run := d[r.IntN(R)]
-			for _, j := range idx {
-				s += run[j]
-			}
-		}
-		means[k] = s / float64(R*m)
-	}
-	slices.Sort(means)
-	out.Lo = means[int(0.025*float64(n-1)+0.5)]
-	out.Hi = means[int(0.975*float64(n-1)+0.5)]
-	return out
-}
-
 // pool reads the differences.tsv of each run directory in dirs (runs of one
 // configuration with different -rl-seed on the same split) and writes
 // pooled.md to out: each run's estimates, then each difference pooled over
 // runs and sentences with two intervals, the sentences' alone (the runs
-// averaged per sentence: pairedBootstrap) and the sentences' and runs'
-// together (twoLevelBootstrap).
+// averaged per sentence: eval.PairedBootstrap) and the sentences' and
+// runs' together (eval.TwoLevelBootstrap).
 func pool(dirs []string, out string, seed uint64) error {
 	if len(dirs) < 2 {
 		return errors.New("pool: -pool wants at least two run directories, comma-separated")
@@ -181,11 +130,11 @@ func pool(dirs []string, out string, seed uint64) error {
 	for k, key := range runs[0].keys {
 		fmt.Fprintf(&b, "| %s |", key)
 		for _, rd := range runs {
-			fmt.Fprintf(&b, " %+.4f |", mean(rd.d[k]))
+			fmt.Fprintf(&b, " %+.4f |", eval.Mean(rd.d[k]))
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "\nPooled over the runs (%d resamples, 95 %% percentile intervals): the sentences' interval averages the runs per sentence and resamples sentences (pairedBootstrap); the sentences' and runs' interval resamples both (twoLevelBootstrap), so it also covers the RL phase's randomness, with the runs as its sample.\n\n| difference | pooled mean | sentences' interval | sentences' and runs' interval | runs above 0 |\n|---|---|---|---|---|\n", bootstrapResamples)
+	fmt.Fprintf(&b, "\nPooled over the runs (%d resamples, 95 %% percentile intervals): the sentences' interval averages the runs per sentence and resamples sentences (a paired bootstrap); the sentences' and runs' interval resamples both (a two-level bootstrap), so it also covers the RL phase's randomness, with the runs as its sample.\n\n| difference | pooled mean | sentences' interval | sentences' and runs' interval | runs above 0 |\n|---|---|---|---|---|\n", bootstrapResamples)
 	for k, key := range runs[0].keys {
 		d := make([][]float64, len(runs))
 		avg := make([]float64, n)
@@ -195,12 +144,12 @@ func pool(dirs []string, out string, seed uint64) error {
 			for j, v := range rd.d[k] {
 				avg[j] += v / float64(len(runs))
 			}
-			if mean(rd.d[k]) > 0 {
+			if eval.Mean(rd.d[k]) > 0 {
 				above++
 			}
 		}
-		s := pairedBootstrap(avg, make([]float64, n), bootstrapResamples, seed)
-		t := twoLevelBootstrap(d, bootstrapResamples, seed)
+		s := eval.PairedBootstrap(avg, make([]float64, n), bootstrapResamples, seed)
+		t := eval.TwoLevelBootstrap(d, bootstrapResamples, seed)
 		fmt.Fprintf(&b, "| %s | %+.4f | [%+.4f, %+.4f] | [%+.4f, %+.4f] | %d/%d |\n", key, t.Mean, s.Lo, s.Hi, t.Lo, t.Hi, above, len(runs))
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -212,12 +161,4 @@ func pool(dirs []string, out string, seed uint64) error {
 	}
 	logf("pooled report: %s", path)
 	return nil
-}
-
-func mean(x []float64) float64 {
-	var s float64
-	for _, v := range x {
-		s += v
-	}
-	return s / float64(len(x))
 }

@@ -16,18 +16,20 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/troupe-ml/troupe/examples/translation/corpus"
+	"github.com/troupe-ml/troupe/nn"
+	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/rl/policies"
 	"github.com/troupe-ml/troupe/swarm"
 )
 
 // startServers starts the two swarm servers, the small model's and the
 // larger model's, each training its model with GRPO on its own reward, on
 // -ports; with -servers it starts none and connects to those. clients are
-// the small model's, the larger model's and (unless -joint-small) agent 3's
-// (the small model's again). perRound is the number of train episodes each
+// the small model's (agent 1), the larger model's (agent 2) and the small
+// model's again (agent 3). perRound is the number of train episodes each
 // local server gets per GRPO round. closeAll closes the local servers.
-func (o *options) startServers(e *env, w *warmed, d *corpus.Dataset, rlSeed uint64) (servers []*swarm.Server, clients []*swarm.Client, perRound [2]int64, closeAll func(), err error) {
+func (o *options) startServers(e *env, w *warmed) (servers []*swarm.Server, clients []*swarm.Client, perRound [2]int64, closeAll func(), err error) {
 	var addrs []string
 	var closers []func()
 	closeAll = func() {
@@ -40,46 +42,27 @@ func (o *options) startServers(e *env, w *warmed, d *corpus.Dataset, rlSeed uint
 		return nil, nil, [2]int64{}, func() {}, err
 	}
 	if o.servers == "" {
-		// The supervised anchors draw from their own random streams.
-		anchor, anchorN := smallExamples(w.warmTrain, w.roughs, e.tok, d.Glossary, o.warmMix(), e.maxRough, rand.New(rand.NewPCG(rlSeed, 71))), o.ptxSmall
-		if o.anchorSelf > 0 {
-			if anchor, err = selfAnchor(e, w.small, w.roughs, 512, rand.New(rand.NewPCG(rlSeed, 73))); err != nil {
-				return fail(err)
-			}
-			anchorN = o.anchorSelf
+		grpo := rl.GRPOConfig{ClipEps: 0.2}
+		ms, err := newLMModel("small", w.small, e.tok, o.RLLR, o.KLSmall, grpo, false)
+		if err != nil {
+			return fail(err)
 		}
-		gs := o.grpo()
-		gs.NoCenter = o.scstSmall
-		ms := newLMModel("small", w.small, e.tok, o.rlOpt, o.rlLR, o.klSmall, gs, 0).withAnchor(anchor, anchorN).withTempered(o.tempered)
-		gl := o.grpo()
-		gl.Epochs, gl.SkipEqualGroups, gl.PositiveOnly, gl.NoCenter = o.epochsLarge, o.skipEqualLarge, o.positiveLarge, o.scstLarge
-		if o.aggLarge == "token" {
-			gl.Aggregation = rl.TokenMean
+		// Agent 2's sampled answers do not train their first token ("[]"
+		// or the start of a list): whether to answer at all is left to the
+		// warm start, which reads it off the checker's marks. Sampled at
+		// temperature 0.5, that token's gradient follows another objective
+		// than greedy decoding's, and it drove the detector to lists.
+		ml, err := newLMModel("large", w.large, e.tok, o.RLLRLarge, o.KLLarge, grpo, true)
+		if err != nil {
+			return fail(err)
 		}
-		decay := 0
-		if o.cosineLarge {
-			decay = o.steps * o.epochsLarge
-		}
-		ml := newLMModel("large", w.large, e.tok, o.rlOptLarge, o.rlLRLarge, o.klLarge, gl, decay).
-			withAnchor(largeExamples(w.largeRx, e.tok, e.hint, e.maxRough, rand.New(rand.NewPCG(rlSeed, 72))), o.ptxLarge).withTempered(o.tempered)
-		ml.maskFirst = o.vineMask
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {
 			return fail(fmt.Errorf("-ports wants two ports, got %q", o.ports))
 		}
 		for i, m := range []swarm.Model{ms, ml} {
 			cfg := swarm.DefaultTrainConfig()
-			cfg.BatchSize, cfg.NumRepeat, cfg.MaxStaleness = o.batch, o.repeats, 1
-			if i == 1 {
-				cfg.BatchSize = o.batchLarge
-				if o.vineLarge {
-					cfg.NumRepeat += 2 // the two branch rollouts of each task
-				}
-				cfg.NumRepeat += o.branchLarge // -branch-large's branches
-			}
-			if i == 0 && !o.jointSmall && !o.noTrainFinal && !o.noTrainRough {
-				cfg.BatchSize = 2 * o.batch // a group for agent 1 and one for agent 3 per task
-			}
+			cfg.BatchSize, cfg.NumRepeat, cfg.MaxStaleness = o.Batch, o.Repeats, 1
 			cfg.MaxResponseTokens = max(e.maxTok+16, e.maxDetTok)
 			srv, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: cfg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
@@ -104,72 +87,139 @@ func (o *options) startServers(e *env, w *warmed, d *corpus.Dataset, rlSeed uint
 			return fail(fmt.Errorf("-servers wants host:port,host:port, got %q", o.servers))
 		}
 	}
-	clients = []*swarm.Client{swarm.NewClient("http://" + addrs[0]), swarm.NewClient("http://" + addrs[1])}
-	if !o.jointSmall {
-		clients = append(clients, clients[0]) // agent 3's episode
-	}
+	small := swarm.NewClient("http://" + addrs[0])
+	clients = []*swarm.Client{small, swarm.NewClient("http://" + addrs[1]), small}
 	logf("swarm servers: small model at %s, larger model at %s", addrs[0], addrs[1])
 	return servers, clients, perRound, closeAll, nil
 }
 
-// rlPhase runs -steps GRPO rounds of the workflow on RL's tasks (w.rlTrain,
-// -hard-frac of each batch from the error-prone ones): each round gives
-// each server one training batch, and with local servers it waits until
-// both have trained on it, logs the step, and (-select-every) evaluates
-// the checkpoint selection. Then it stops the local servers and restores
-// the selected checkpoints.
-func (o *options) rlPhase(e *env, w *warmed, servers []*swarm.Server, clients []*swarm.Client, perRound [2]int64, sel *selector, rep *report, rlSeed uint64) error {
+// newLMModel serves lm through a swarm.Adapter, trained by GRPO with cfg
+// and plain SGD at learning rate lr: steps in proportion to the gradient,
+// which beat AdamW's normalised steps on the validation split. With
+// klCoef > 0, GRPO adds the k3 KL penalty to a frozen copy of lm as it is
+// now (the warm start). With maskFirst every sampled answer trains given
+// its first token, not that token (firstAsContext).
+func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef float64, cfg rl.GRPOConfig, maskFirst bool) (*swarm.Adapter, error) {
+	if klCoef > 0 {
+		ref := nn.NewLM(nn.NewStore(0), lm.Config) // never stepped: its trainer only computes log-probabilities
+		for _, p := range lm.Store.Params() {
+			copy(ref.Store.Param(p.Name).Data(), p.Data())
+		}
+		cfg.Ref = policies.NewLM(ref, nn.NewLMTrainer(ref, nn.NewAdamW(nn.Constant(0), 0), nn.TrainConfig{LenBucket: 32}))
+		cfg.KLCoef = klCoef
+	}
+	opt := nn.NewSGD(nn.Constant(lr), 0)
+	tj, _ := tok.MarshalJSON()
+	return swarm.NewAdapter(swarm.AdapterConfig{
+		Name:      name,
+		Tokenizer: tailChat{swarm.TokenizerChat{Tok: tok}, lm.Config.MaxLen - 4},
+		Sampler:   swarm.NewLMSampler(lm, tok.MustSpecialID(tokenizer.End)),
+		Policy:    policies.NewLM(lm, nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})),
+		Trainer:   rl.NewGRPO(cfg),
+		State:     &swarm.LMState{Store: lm.Store, Opt: opt, Meta: map[string]string{"tokenizer": string(tj)}},
+		MaxLen:    lm.Config.MaxLen,
+		Prepare: func(batch []rl.Sample) (kept []rl.Sample, dropped int) {
+			for _, s := range batch {
+				// Sampled answers only: a forced answer has no behaviour
+				// log-probabilities.
+				if maskFirst && len(s.LogProbs) > 0 {
+					var ok bool
+					if s, ok = firstAsContext(s); !ok {
+						dropped++
+						continue
+					}
+				}
+				if len(s.Prompt) == 0 || len(s.Actions) == 0 || len(s.Prompt)+len(s.Actions) > lm.Config.MaxLen {
+					dropped++
+					continue
+				}
+				kept = append(kept, s)
+			}
+			return kept, dropped
+		},
+	})
+}
+
+// tailChat keeps the last n tokens of an over-long chat prompt: its end
+// is the open assistant turn, which the answer must follow (the evaluation
+// cuts its prompts the same way). The answer then has at least MaxLen − n
+// tokens of room.
+type tailChat struct {
+	swarm.TokenizerChat
+	n int
+}
+
+func (t tailChat) ChatPrompt(msgs []swarm.Message) ([]int, error) {
+	p, err := t.TokenizerChat.ChatPrompt(msgs)
+	if len(p) > t.n {
+		p = p[len(p)-t.n:]
+	}
+	return p, err
+}
+
+// firstAsContext returns s with its first action moved to the end of its
+// prompt (and its first behaviour log-probability dropped), so that GRPO
+// trains the rest of the answer given that token but not the token itself.
+// s's slices are not modified. It returns false when no action would be
+// left.
+func firstAsContext(s rl.Sample) (rl.Sample, bool) {
+	if len(s.Actions) < 2 {
+		return s, false
+	}
+	s.Prompt = append(append(make([]int, 0, len(s.Prompt)+1), s.Prompt...), s.Actions[0])
+	s.Actions = s.Actions[1:]
+	if s.LogProbs != nil {
+		s.LogProbs = s.LogProbs[1:]
+	}
+	if s.StepRewards != nil {
+		s.StepRewards = s.StepRewards[1:]
+	}
+	return s, true
+}
+
+// rlPhase runs the GRPO rounds of the workflow on the train tasks (half of
+// each batch from the error-prone ones, hard-frac): each round gives each
+// server one training batch, and with local servers it waits until both
+// have trained on it and logs the step. Then it stops the local servers.
+func (o *options) rlPhase(e *env, w *warmed, servers []*swarm.Server, clients []*swarm.Client, perRound [2]int64, rep *report) error {
 	local := o.servers == ""
-	// GRPO rounds: each round gives each server one training batch.
 	ctx := context.Background()
-	r := rand.New(rand.NewPCG(rlSeed, 5))
+	r := rand.New(rand.NewPCG(o.rlSeed(), 5))
 	// Error-prone tasks: train sentences whose warm-start rough translation
 	// (agent 1's greedy output, made for the warm start of agents 2 and 3)
 	// misses a glossary term. Only there can the detector earn more than
-	// "[]" does; on clean sentences "[]" scores full marks.
+	// "[]" does; on clean sentences "[]" scores full marks, and with too
+	// few error-prone tasks the detector learns that "[]" always pays.
 	var hard []task
-	for _, rx := range w.rlRx {
+	for _, rx := range w.roughs {
 		if len(truthErrors(rx.T, rx.Rough)) > 0 {
 			hard = append(hard, rx.T)
 		}
 	}
-	logf("RL task mix: %.0f%% of each batch from the %d train sentences whose warm-start rough translation misses a glossary term, the rest random", 100*o.hardFrac, len(hard))
-	if local && o.selectEvery > 0 {
-		if err := sel.check(0); err != nil {
-			return err
-		}
-	}
-	bar := progressbar.NewOptions(o.steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
-	for step := 0; step < o.steps; step++ {
-		// -hard-frac of the tasks are error-prone ones: otherwise most groups
-		// have no true error and the detector learns that "[]" always pays
-		// (it did, with half the tasks merely having glossary terms:
-		// notes/translation.md).
-		batch := make([]task, o.batchLarge)
-		credit := make([]bool, len(batch)) // whose branch pairs count (-vine-hard)
+	logf("RL task mix: %.0f%% of each batch from the %d train sentences whose warm-start rough translation misses a glossary term, the rest random", 100*o.HardFrac, len(hard))
+	bar := progressbar.NewOptions(o.Steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
+	for step := 0; step < o.Steps; step++ {
+		batch := make([]task, o.Batch)
 		for i := range batch {
 			// Error-prone slots spread evenly: with 0.5, the odd ones.
-			isHard := math.Floor(float64(i+1)*o.hardFrac) > math.Floor(float64(i)*o.hardFrac)
+			isHard := math.Floor(float64(i+1)*o.HardFrac) > math.Floor(float64(i)*o.HardFrac)
 			if isHard && len(hard) > 0 {
 				batch[i] = hard[r.IntN(len(hard))]
-				credit[i] = o.vineHard
 			} else {
-				batch[i] = w.rlTrain[r.IntN(len(w.rlTrain))]
-				credit[i] = true
+				batch[i] = w.train[r.IntN(len(w.train))]
 			}
 		}
 		st := time.Now()
-		rs, rl, err := e.rlRound(ctx, clients, batch, credit, o.batch, o.repeats, r, step)
+		rs, rl, err := e.rlRound(ctx, clients, batch, o.Repeats, r, step)
 		if err != nil {
 			return fmt.Errorf("RL step %d: %w", step, err)
 		}
 		var gs [2]int64
+		var gn [2]float64
 		if local {
 			// Wait until both servers trained on this round: each has
 			// handed all of this round's episodes to a training step and
-			// is rolling again. (Not the model's version: it moves by the
-			// optimizer steps, two a round with -epochs-large 2 and none
-			// when -skip-equal-large finds every group equal.)
+			// is rolling again.
 			for i, s := range servers {
 				for {
 					status, _, g := s.Status()
@@ -183,39 +233,19 @@ func (o *options) rlPhase(e *env, w *warmed, servers []*swarm.Server, clients []
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
+				gn[i] = s.LastTrainStats().GradNorm
 			}
 		}
 		rep.steps = append(rep.steps, stepRow{Step: step + 1, RewardSmall: rs, RewardLarge: rl, GlobalSmall: gs[0], GlobalLarge: gs[1], Seconds: time.Since(st).Seconds()})
 		bar.Add(1)
-		var gn [2]float64
-		skipped := ""
-		if local {
-			for i, s := range servers {
-				gn[i] = s.LastTrainStats().GradNorm
-			}
-			if o.skipEqualLarge {
-				skipped = fmt.Sprintf(", %g of %d groups skipped", float64(servers[1].LastTrainStats().SkippedGroups), o.batchLarge)
-			}
-		}
-		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g%s)\n",
-			time.Since(t0).Seconds(), step+1, rs, gs[0], gn[0], rl, gs[1], gn[1], skipped)
-		if local && o.selectEvery > 0 && ((step+1)%o.selectEvery == 0 || step+1 == o.steps) {
-			// Both servers are idle between rounds: no episode is open.
-			if err := sel.check(step + 1); err != nil {
-				return err
-			}
-		}
+		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g)\n",
+			time.Since(t0).Seconds(), step+1, rs, gs[0], gn[0], rl, gs[1], gn[1])
 	}
 	if local {
 		for i, s := range servers {
 			s.Stop()
 			a := s.Accounting()
 			rep.trained[i], rep.untrained[i] = a.TrainedEpisodes, a.Dropped+a.Buffered
-		}
-		if o.selectEvery > 0 {
-			sel.restore()
-			rep.selection = sel
-			logf("checkpoint selection on %d validation sentences: small model from step %d, larger model from step %d", len(sel.tasks), sel.best[0].step, sel.best[1].step)
 		}
 	}
 	return nil

@@ -21,7 +21,7 @@ import (
 
 // trainTokenizer learns the BPE vocabulary on the train split (both
 // languages) plus the agents' fixed strings.
-func trainTokenizer(train []task, g *corpus.Glossary, vocab int, splitHan bool) (*tokenizer.Tokenizer, error) {
+func trainTokenizer(train []task, g *corpus.Glossary, vocab int) (*tokenizer.Tokenizer, error) {
 	var texts []string
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, t := range train {
@@ -32,7 +32,7 @@ func trainTokenizer(train []task, g *corpus.Glossary, vocab int, splitHan bool) 
 	for i := 0; i < 50; i++ {
 		texts = append(texts, sysTranslate, sysDetect, sysFinal)
 	}
-	return tokenizer.Train(texts, tokenizer.TrainOptions{VocabSize: vocab, SplitHan: splitHan})
+	return tokenizer.Train(texts, tokenizer.TrainOptions{VocabSize: vocab})
 }
 
 // roleExample builds one supervised example: the chat prompt and the
@@ -47,9 +47,8 @@ func roleExample(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, reply strin
 }
 
 // roughEx is one of agent 1's real outputs on a train task: the warm start
-// of agents 2 and 3 learns from what agent 1 actually writes, not from the
-// references (issue 6 asks for rough translations; the first version used
-// references with injected errors, which agent 1 never produces).
+// of agents 2 and 3 learns from what agent 1 actually writes, not from
+// references with injected errors, which agent 1 never produces.
 type roughEx struct {
 	T     task
 	Rough string
@@ -73,26 +72,10 @@ type warmMix struct {
 	// small model learns only agent 3's job on pseudo-rough texts, so that
 	// copying is learnt before it becomes a share of a mixture.
 	CopySteps int
-	// Rewrite is the probability that agent 3's target for a true error
-	// (a glossary term missing from agent 1's output) is the reference
-	// itself, a post-edit, instead of the rough translation with the term
-	// written in (finalExample). 0 by default (measured in
-	// notes/translation.md R15).
-	Rewrite float64
 }
 
-// key is the mixture's part of a warm-start cache key; Rewrite enters it
-// only when set, so that checkpoints cached before it existed still load.
-func (m warmMix) key() string {
-	base := m
-	base.Rewrite = 0
-	k := fmt.Sprintf("%+v", base)
-	k = strings.Replace(k, " Rewrite:0}", "}", 1)
-	if m.Rewrite != 0 {
-		k += fmt.Sprintf("|rewrite=%g", m.Rewrite)
-	}
-	return k
-}
+// key is the mixture's part of a warm-start cache key.
+func (m warmMix) key() string { return fmt.Sprintf("%+v", m) }
 
 // presentTerms are the task's terms whose rendering the rough translation
 // already has.
@@ -229,10 +212,9 @@ func insertTerm(rough, ref, zh string) string {
 //     that finds them): the rough translation with the term written where
 //     the reference has it (localEdit), or, when the reference's context is
 //     not in the rough translation (two times in three), inserted at the
-//     same relative position (insertTerm). Until stop 14 the target was
-//     then the reference itself, which taught agent 3 to re-translate
-//     whenever it was given a correction; with probability rewrite it still
-//     is (a post-edit target, -final-rewrite);
+//     same relative position (insertTerm). Never the reference itself: a
+//     post-edit target teaches agent 3 to re-translate whenever it is
+//     given a correction;
 //   - with probability 0.15, a false alarm (a correction whose rendering the
 //     rough translation already has), and with probability 0.1 one naming
 //     a term the English does not contain: the rough translation unchanged;
@@ -241,7 +223,7 @@ func insertTerm(rough, ref, zh string) string {
 //
 // So agent 3 keeps agent 1's translation unless a correction asks for a
 // change, instead of re-translating everything (too hard for a small model).
-func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int, rewrite float64) (rough, corr, target string) {
+func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (rough, corr, target string) {
 	rough = clip(rx.Rough, maxRough)
 	if r.Float64() < 0.3 {
 		if bad, e, ok := injectIntoRough(rx.T, rough, g, r); ok {
@@ -268,9 +250,6 @@ func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int, re
 		}
 	}
 	if truth := truthErrors(rx.T, rough); len(truth) > 0 && r.Float64() < 0.6 {
-		if rewrite > 0 && r.Float64() < rewrite {
-			return rough, errorsJSON(truth), finalAnswer(rx.T.Ref)
-		}
 		fixed := rough
 		for _, e := range truth {
 			if f := localEdit(fixed, rx.T.Ref, e.CorrectTranslation); f != "" {
@@ -365,50 +344,41 @@ func detectExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (
 
 type modelSpec struct {
 	Dim, Layers, Heads, MaxLen int
-	// Rotary uses rotary position embeddings (Su et al. 2021) instead of
-	// learned ones: relative positions make copying a span (agent 3's job)
-	// easier to learn.
-	Rotary bool
 	// CopyDim is the width of the pointer (copy) head (nn.LMConfig.CopyDim;
 	// 0: none): agents 3 and 2 reproduce spans of their prompt (the rough
 	// translation, the English words), which a pointer does exactly.
 	CopyDim int
 }
 
+// config is the model's nn.LMConfig. Positions are rotary (Su et al. 2021):
+// relative positions make copying a span, agent 3's job, easier to learn
+// than learned absolute ones.
 func (s modelSpec) config(vocab int) nn.LMConfig {
-	pos := nn.Learned
-	if s.Rotary {
-		pos = nn.Rotary
-	}
-	return nn.LMConfig{Vocab: vocab, Dim: s.Dim, Layers: s.Layers, Heads: s.Heads, MaxLen: s.MaxLen, Positions: pos, CopyDim: s.CopyDim}
+	return nn.LMConfig{Vocab: vocab, Dim: s.Dim, Layers: s.Layers, Heads: s.Heads, MaxLen: s.MaxLen, Positions: nn.Rotary, CopyDim: s.CopyDim}
 }
 
 // warmCfg is one warm start's hyper-parameters.
 type warmCfg struct {
-	Spec        modelSpec
-	Mix         warmMix
-	Steps       int
-	Batch       int
-	LR          float64
-	Seed        uint64
-	MaxRough    int
-	MaxTok      int
-	CacheDir    string
-	CacheSuffix string
+	Spec     modelSpec
+	Mix      warmMix
+	Steps    int
+	Batch    int
+	LR       float64
+	Seed     uint64
+	MaxRough int
+	MaxTok   int
+	CacheDir string
 }
 
 // cacheVersion is bumped whenever a role's warm-start data or training
 // changes, so stale checkpoints are not reused.
-var cacheVersion = map[string]int{"small": 11, "large": 10}
+var cacheVersion = map[string]int{"small": 12, "large": 11}
 
 func (c warmCfg) cachePath(role string, tok *tokenizer.Tokenizer, extra string) string {
 	tj, _ := tok.MarshalJSON()
 	h := sha256.New()
 	fmt.Fprintf(h, "v%d|%s|", cacheVersion[role], role)
 	fmt.Fprintf(h, "%+v|%s|%d|%d|%g|%d|%d|%d|%s|", c.Spec, c.Mix.key(), c.Steps, c.Batch, c.LR, c.Seed, c.MaxRough, c.MaxTok, extra)
-	if c.CacheSuffix != "" { // what else the warm start depends on (-rl-split's sentences)
-		fmt.Fprintf(h, "%s|", c.CacheSuffix)
-	}
 	h.Write(tj)
 	key := hex.EncodeToString(h.Sum(nil))[:16]
 	return filepath.Join(c.CacheDir, fmt.Sprintf("warm-%s-%s", role, key))
@@ -582,68 +552,10 @@ func roughTranslations(lm *nn.LM, tok *tokenizer.Tokenizer, tasks []task, maxTok
 	return rx, nil
 }
 
-// withoutHeldOut partitions train by the hold-out of fraction f (heldOut)
-// and keys cfg for a small model trained on the rest: -rl-split's warm start
-// and -rl-crossfit's second model are one checkpoint under one cache key.
-// flag names the option in the error when either part would be empty.
-func withoutHeldOut(cfg warmCfg, train []task, f float64, flag string) (c warmCfg, held, rest []task, err error) {
-	held, rest = splitHeldOut(train, func(t task) string { return t.En }, f)
-	if len(held) == 0 || len(rest) == 0 {
-		return cfg, nil, nil, fmt.Errorf("%s %g leaves %d RL tasks and %d warm-start sentences", flag, f, len(held), len(rest))
-	}
-	cfg.CacheSuffix = fmt.Sprintf("rl-split %g", f)
-	return cfg, held, rest, nil
-}
-
-// crossFit is -rl-crossfit's second small model: trained as -rl-split's
-// (the same checkpoint, keyed by the split) on the train sentences outside
-// the hold-out of fraction f, it translates the held-out ones greedily.
-// Those rough translations are the RL phase's inputs for agents 2 and 3:
-// agent 1 (trained on every sentence) would translate them from memory,
-// with fewer errors than on any held-out sentence (notes/translation.md
-// R24), while this model makes held-out mistakes on them. The model itself
-// is dropped; only its translations are returned.
-func crossFit(cfg warmCfg, train []task, f float64, tok *tokenizer.Tokenizer, g *corpus.Glossary, maxTok int, logf func(string, ...any)) ([]roughEx, error) {
-	cfg, held, rest, err := withoutHeldOut(cfg, train, f, "-rl-crossfit")
-	if err != nil {
-		return nil, err
-	}
-	lm, _, _, err := warmStartSmall(cfg, rest, tok, g, logf)
-	if err != nil {
-		return nil, fmt.Errorf("-rl-crossfit's small model: %w", err)
-	}
-	st := time.Now()
-	rx, err := roughTranslations(lm, tok, held, maxTok)
-	if err != nil {
-		return nil, err
-	}
-	logf("RL cross-fit: a small model trained without %d train sentences (%d left) translated them (%.1fs); agents 2 and 3 see these in RL", len(held), len(rest), time.Since(st).Seconds())
-	return rx, nil
-}
-
-// roughSummary describes a set of rough translations: their mean chrF
-// against the references and the fraction with a true terminology error.
-type roughSummary struct{ chrF, errRate float64 }
-
-func roughStats(rx []roughEx) roughSummary {
-	var s roughSummary
-	for _, x := range rx {
-		s.chrF += grader.ChrF(x.Rough, x.T.Ref)
-		if len(truthErrors(x.T, x.Rough)) > 0 {
-			s.errRate++
-		}
-	}
-	if n := float64(len(rx)); n > 0 {
-		s.chrF, s.errRate = s.chrF/n, s.errRate/n
-	}
-	return s
-}
-
 // smallExamples draws the small model's second-phase warm-start examples
 // from r: agent 1 on sentence pairs, and with probability mix.FinalFrac
 // agent 3, on a pseudo-rough text (probability mix.Pseudo) or on one of
-// agent 1's real rough translations rx (finalExample). The RL phase's
-// supervised anchor (-ptx-small) draws from it too.
+// agent 1's real rough translations rx (finalExample).
 func smallExamples(tasks []task, rx []roughEx, tok *tokenizer.Tokenizer, g *corpus.Glossary, mix warmMix, maxRough int, r *rand.Rand) func() (nn.SeqExample, error) {
 	return func() (nn.SeqExample, error) {
 		if len(rx) == 0 || r.Float64() >= mix.FinalFrac {
@@ -656,15 +568,14 @@ func smallExamples(tasks []task, rx []roughEx, tok *tokenizer.Tokenizer, g *corp
 			return roleExample(tok, msgsFinal(t.En, rough, corr), target)
 		}
 		x := rx[r.IntN(len(rx))]
-		rough, corr, target := finalExample(x, g, r, maxRough, mix.Rewrite)
+		rough, corr, target := finalExample(x, g, r, maxRough)
 		return roleExample(tok, msgsFinal(x.T.En, rough, corr), target)
 	}
 }
 
 // largeExamples draws the detector's warm-start examples from r: agent 1's
 // rough translations rx, half of them of sentences with glossary terms,
-// labelled with their true terminology errors (detectExample). The RL
-// phase's supervised anchor (-ptx-large) draws from it too.
+// labelled with their true terminology errors (detectExample).
 func largeExamples(rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter, maxRough int, r *rand.Rand) func() (nn.SeqExample, error) {
 	var withTerms []roughEx
 	for _, x := range rx {
@@ -688,7 +599,7 @@ func largeExamples(rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter, max
 func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter, logf func(string, ...any)) (*nn.LM, float64, error) {
 	rb, _ := json.Marshal(rx)
 	rh := sha256.Sum256(rb)
-	extra := hex.EncodeToString(rh[:8]) + h.key()
+	extra := hex.EncodeToString(rh[:8])
 	base := cfg.cachePath("large", tok, extra)
 	tj, _ := tok.MarshalJSON()
 	store := nn.NewStore(cfg.Seed)
@@ -723,100 +634,34 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h gloss
 	return lm, loss, nil
 }
 
-// warmed is what the warm starts leave for the RL phase: both models, their
-// final supervised losses (-1 when loaded from the cache), agent 1's rough
-// translations made for agents 2 and 3's warm start (roughs; largeRx are
-// the ones agent 2 learned from), the sentences the small model learned
-// from (warmTrain), and RL's task pool (rlTrain) with the rough
-// translations that pick its error-prone tasks (rlRx).
+// warmed is what the warm starts leave for the RL phase: both models,
+// their final supervised losses (-1 when loaded from the cache), agent 1's
+// rough translations made for agents 2 and 3's warm start (roughs; their
+// error-prone sentences are RL's hard tasks) and RL's task pool (train).
 type warmed struct {
-	small, large          *nn.LM
-	lossSmall, lossLarge  float64
-	roughs, largeRx, rlRx []roughEx
-	warmTrain, rlTrain    []task
+	small, large         *nn.LM
+	lossSmall, lossLarge float64
+	roughs               []roughEx
+	train                []task
 }
 
-// warmMix is the small model's warm-start data mix the options ask for.
-func (o *options) warmMix() warmMix {
-	return warmMix{FinalFrac: o.finalFrac, RoughTasks: o.roughTasks, Pseudo: o.pseudo, CopySteps: o.copySteps, Rewrite: o.finalRewrite}
-}
-
-// warmStarts trains (or loads) both models on the train split and chooses
-// the RL phase's tasks: all train sentences, or the ones -rl-holdout,
-// -rl-split or -rl-crossfit hold out (for -rl-crossfit it also fills
-// e.crossRough).
+// warmStarts trains (or loads) both models on the train split.
 func (o *options) warmStarts(e *env, d *corpus.Dataset, train []task) (*warmed, error) {
 	cache := o.cacheDir
 	if cache == "" {
 		cache = filepath.Join(o.out, "cache")
 	}
-	wc := warmCfg{Spec: modelSpec{o.smallDim, o.smallLayers, 4, o.maxLen, !o.learnedPos, o.smallCopy}, Mix: o.warmMix(), Steps: o.warmSteps, Batch: o.warmBatch,
-		LR: o.warmLR, Seed: o.seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
-	// -rl-split: every warm start learns from the other train sentences;
-	// the RL phase draws from the held-out ones.
-	warmTrain, splitTrain := train, []task(nil)
-	sc := wc // the small model's: keyed by the split too
-	var err error
-	if o.rlSplit > 0 {
-		if sc, splitTrain, warmTrain, err = withoutHeldOut(wc, train, o.rlSplit, "-rl-split"); err != nil {
-			return nil, err
-		}
-	}
-	small, lossS, roughs, err := warmStartSmall(sc, warmTrain, e.tok, d.Glossary, logf)
+	wc := warmCfg{Spec: modelSpec{o.SmallDim, o.SmallLayers, 4, o.MaxLen, o.SmallCopy},
+		Mix:   warmMix{FinalFrac: o.FinalFrac, RoughTasks: o.RoughTasks, Pseudo: o.Pseudo, CopySteps: o.CopySteps},
+		Steps: o.WarmSteps, Batch: o.WarmBatch, LR: o.WarmLR, Seed: o.Seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}
+	small, lossS, roughs, err := warmStartSmall(wc, train, e.tok, d.Glossary, logf)
 	if err != nil {
 		return nil, err
 	}
-	var crossRx []roughEx // -rl-crossfit's RL inputs
-	if o.rlCrossfit > 0 {
-		if crossRx, err = crossFit(wc, train, o.rlCrossfit, e.tok, d.Glossary, e.maxTok, logf); err != nil {
-			return nil, err
-		}
-		e.crossRough = make(map[string]string, len(crossRx))
-		for _, x := range crossRx {
-			e.crossRough[x.T.En] = x.Rough
-		}
-		var mem []roughEx // agent 1's own translations of the same sentences
-		for _, x := range roughs {
-			if _, ok := e.crossRough[x.T.En]; ok {
-				mem = append(mem, x)
-			}
-		}
-		c, m := roughStats(crossRx), roughStats(mem)
-		logf("RL cross-fit inputs: chrF %.4f, %.3f with a terminology error (agent 1's own translations of %d of them: chrF %.4f, %.3f)", c.chrF, c.errRate, len(mem), m.chrF, m.errRate)
-	}
-	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.largeDim, o.largeLayers, 4, o.largeContext(), !o.learnedPos, o.largeCopy}, o.seed+1, warmMix{}, o.largeWarmSteps
-	// -rl-holdout: agent 2 learns from the other sentences' rough
-	// translations, and RL draws its tasks (rlRx's error-prone ones among
-	// them) from the held-out ones.
-	largeRx, rlRx, rlTrain := roughs, roughs, train
-	if o.rlHoldout > 0 {
-		rlRx, largeRx = splitHeldOut(roughs, func(x roughEx) string { return x.T.En }, o.rlHoldout)
-		rlTrain, _ = splitHeldOut(train, func(t task) string { return t.En }, o.rlHoldout)
-		if len(rlTrain) == 0 || len(largeRx) == 0 {
-			return nil, fmt.Errorf("-rl-holdout %g leaves %d RL tasks and %d warm-start rough translations for agent 2", o.rlHoldout, len(rlTrain), len(largeRx))
-		}
-		logf("RL hold-out: %d train sentences held out of agent 2's warm start (%d rough translations left) for the RL phase", len(rlTrain), len(largeRx))
-	}
-	if o.rlSplit > 0 {
-		// Agent 1's greedy rough translations of the held-out sentences,
-		// which pick the RL phase's error-prone tasks (-hard-frac), as the
-		// warm start's do for the train sentences.
-		st := time.Now()
-		if rlRx, err = roughTranslations(small, e.tok, splitTrain, e.maxTok); err != nil {
-			return nil, err
-		}
-		rlTrain = splitTrain
-		logf("RL split: %d train sentences held out of every warm start (%d left), agent 1 translated them (%.1fs)", len(splitTrain), len(warmTrain), time.Since(st).Seconds())
-	}
-	if o.rlCrossfit > 0 {
-		rlRx, rlTrain = crossRx, make([]task, len(crossRx))
-		for i, x := range crossRx {
-			rlTrain[i] = x.T
-		}
-	}
-	large, lossL, err := warmStartLarge(wc, largeRx, e.tok, e.hint, logf)
+	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.LargeDim, o.LargeLayers, 4, o.MaxLen, o.LargeCopy}, o.Seed+1, warmMix{}, o.LargeWarmSteps
+	large, lossL, err := warmStartLarge(wc, roughs, e.tok, e.hint, logf)
 	if err != nil {
 		return nil, err
 	}
-	return &warmed{small: small, large: large, lossSmall: lossS, lossLarge: lossL, roughs: roughs, largeRx: largeRx, rlRx: rlRx, warmTrain: warmTrain, rlTrain: rlTrain}, nil
+	return &warmed{small: small, large: large, lossSmall: lossS, lossLarge: lossL, roughs: roughs, train: train}, nil
 }

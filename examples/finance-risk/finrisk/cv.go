@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/troupe-ml/troupe/eval"
 )
 
 // StratifiedFolds splits indices 0..len(y)-1 into k folds with the class
@@ -160,17 +162,13 @@ func Calibration(p []float64, label []int, nbins int) (meanP, freq []float64, co
 }
 
 // MeanSD returns the mean and the sample standard deviation (divisor n−1;
-// 0 for fewer than two values) of per-fold or per-seed figures.
+// 0 for fewer than two values) of per-fold or per-seed figures; no values
+// give 0 and 0.
+//
+// Deprecated: use eval.MeanSD, which this calls (it gives NaN for no values).
 func MeanSD(xs []float64) (mean, sd float64) {
-	var s float64
-	for _, x := range xs {
-		mean += x / float64(len(xs))
+	if len(xs) == 0 {
+		return 0, 0
 	}
-	for _, x := range xs {
-		s += (x - mean) * (x - mean)
-	}
-	if len(xs) > 1 {
-		s /= float64(len(xs) - 1)
-	}
-	return mean, math.Sqrt(s)
+	return eval.MeanSD(xs)
 }

@@ -7,11 +7,6 @@ import (
 	"github.com/troupe-ml/troupe/examples/translation/grader"
 )
 
-func ExampleChrF() {
-	fmt.Printf("%.4f\n", grader.ChrF("主成分", "主成分分析")) // 129/403
-	// Output: 0.3201
-}
-
 func ExampleTranslationQualityGrader() {
 	g := &grader.TranslationQualityGrader{
 		Glossary: corpus.NewGlossary([]corpus.Term{{En: "degrees of freedom", Zh: "自由度"}}),

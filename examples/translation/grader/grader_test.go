@@ -6,43 +6,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/troupe-ml/troupe/eval"
 	"github.com/troupe-ml/troupe/examples/translation/corpus"
 )
-
-func TestChrFHandComputed(t *testing.T) {
-	for _, tc := range []struct {
-		hyp, ref string
-		want     float64
-		why      string
-	}{
-		{"abc", "abc", 1, "identical"},
-		{"a b c", "abc", 1, "white space is ignored"},
-		{"", "", 1, "both empty"},
-		{"", "abc", 0, "empty hypothesis"},
-		{"abc", "", 0, "empty reference"},
-		{"xyz", "abc", 0, "nothing in common"},
-		// n=1: P=R=2/3; n=2: P=R=1/2; n=3: 0,0; n≥4: reference too short.
-		// chrP = chrR = 7/18, so chrF = 7/18.
-		{"abd", "abc", 7.0 / 18, "symmetric"},
-		// n=1: P=1, R=1/2; n=2: P=1, R=1/3; n=3,4: hypothesis too short, 0;
-		// n=5,6: reference too short. chrP = 2/4, chrR = (5/6)/4 = 5/24,
-		// chrF2 = 5·(1/2)(5/24) / (4·(1/2) + 5/24) = 25/106.
-		{"ab", "abcd", 25.0 / 106, "short hypothesis"},
-		// Code points: n=1: P=1, R=3/5; n=2: P=1, R=2/4; n=3: P=1, R=1/3;
-		// n=4,5: 0,0 (hypothesis too short); n=6 skipped. chrP = 3/5,
-		// chrR = 43/150, chrF2 = 129/403.
-		{"主成分", "主成分分析", 129.0 / 403, "Chinese"},
-	} {
-		if got := ChrF(tc.hyp, tc.ref); math.Abs(got-tc.want) > 1e-12 {
-			t.Errorf("%s: ChrF(%q, %q) = %.6f, want %.6f", tc.why, tc.hyp, tc.ref, got, tc.want)
-		}
-	}
-	// β = 1 makes chrF symmetric in precision and recall: with chrP = 1/2,
-	// chrR = 5/24: 2·(1/2)(5/24)/(1/2+5/24) = 5/17.
-	if got := ChrFN("ab", "abcd", 6, 1); math.Abs(got-5.0/17) > 1e-12 {
-		t.Errorf("ChrFN β=1 = %v, want 5/17", got)
-	}
-}
 
 func rules(issues []Issue) []string {
 	seen := map[string]bool{}
@@ -107,7 +74,7 @@ func TestTranslationQualityGrader(t *testing.T) {
 	// Exact composition: placeholder case. chrF("%s个自由度", "%d个自由度")
 	// plus rules = mean(placeholder 0, terminology 1, pronoun 1, subject 1).
 	res := g.Grade("%d degrees of freedom", "%d个自由度", "<final_result>%s个自由度</final_result>")
-	want := ChrF("%s个自由度", "%d个自由度") + 3.0/4
+	want := eval.ChrF("%s个自由度", "%d个自由度") + 3.0/4
 	if math.Abs(res.Score-want) > 1e-12 {
 		t.Errorf("composed score %v, want %v (parts %v)", res.Score, want, res.Parts)
 	}

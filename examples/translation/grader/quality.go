@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/troupe-ml/troupe/eval"
 	"github.com/troupe-ml/troupe/examples/translation/corpus"
 )
 
@@ -40,7 +41,7 @@ const (
 
 // TranslationQualityGrader scores a final translation on a 0–2 scale:
 //
-//   - 1 point for closeness to the reference: chrF (n ≤ 6, β = 2);
+//   - 1 point for closeness to the reference: chrF (eval.ChrF: n ≤ 6, β = 2);
 //   - 1 point for the rules, split equally among the rule categories that
 //     apply to the sentence (each category scores the fraction of its items
 //     that pass):
@@ -147,7 +148,7 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 	if res.Parts == nil {
 		res.Parts = map[string]float64{}
 	}
-	chrf := ChrF(hyp, reference)
+	chrf := eval.ChrF(hyp, reference)
 	res.Parts["chrf"] = chrf
 	var cats []float64
 	cat := func(name string, pass, total int) {

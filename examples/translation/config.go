@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Config holds every hyper-parameter of a run. Its defaults are the
+// settings chosen on the validation split; QuickConfig is the smoke
+// test's. A run file (-config run.yaml) and -set key=value change fields
+// by their keys (the `key` tags), so that a run is reproduced from its
+// report's settings block alone.
+type Config struct {
+	// Models: the small one plays agents 1 and 3, the larger one agent 2.
+	SmallDim    int `key:"small-dim"`
+	SmallLayers int `key:"small-layers"` // 3: agent 3 must copy, which 2 layers learn far more slowly
+	SmallCopy   int `key:"small-copy"`   // pointer (copy) head width (nn.LMConfig.CopyDim; 0: none)
+	LargeDim    int `key:"large-dim"`
+	LargeLayers int `key:"large-layers"`
+	LargeCopy   int `key:"large-copy"`
+	MaxLen      int `key:"max-len"` // context length of both models
+	Vocab       int `key:"vocab"`   // BPE vocabulary size
+
+	// Data: the longest sentences used, and what the report evaluates.
+	MaxEn     int    `key:"max-en"`     // bytes of English
+	MaxZh     int    `key:"max-zh"`     // characters of the Chinese reference
+	EvalN     int    `key:"eval-n"`     // sentences evaluated (0: all)
+	EvalSplit string `key:"eval-split"` // test, or val to choose settings without looking at test
+
+	// Warm start (supervised).
+	WarmSteps      int     `key:"warm-steps"`       // small model's steps
+	CopySteps      int     `key:"copy-steps"`       // of those, the first on agent 3's copy task alone
+	LargeWarmSteps int     `key:"large-warm-steps"` // larger model's steps
+	WarmBatch      int     `key:"warm-batch"`
+	WarmLR         float64 `key:"warm-lr"`     // peak learning rate (AdamW, warm-up and cosine decay)
+	FinalFrac      float64 `key:"final-frac"`  // share of agent 3's examples in the small model's mix
+	Pseudo         float64 `key:"pseudo"`      // share of those on pseudo-rough texts (copy training)
+	RoughTasks     int     `key:"rough-tasks"` // train sentences agent 1 translates for agents 2 and 3's data (0: all)
+
+	// RL: GRPO on each server, plain SGD (steps in proportion to the
+	// gradient) with a k3 KL penalty to the warm start.
+	Steps       int     `key:"steps"`         // GRPO steps per server
+	Batch       int     `key:"batch"`         // tasks per step
+	Repeats     int     `key:"repeats"`       // episodes per task (the GRPO group)
+	RLLR        float64 `key:"rl-lr"`         // small model's learning rate
+	RLLRLarge   float64 `key:"rl-lr-large"`   // larger model's
+	KLSmall     float64 `key:"kl-small"`      // KL coefficient β of the small model
+	KLLarge     float64 `key:"kl-large"`      // and of the larger one
+	HardFrac    float64 `key:"hard-frac"`     // share of each batch from error-prone sentences
+	RLTemp      float64 `key:"rl-temp"`       // sampling temperature of agents 1 and 3
+	RLTempLarge float64 `key:"rl-temp-large"` // and of agent 2
+
+	Seed   uint64 `key:"seed"`    // data order, initialisation, warm start
+	RLSeed uint64 `key:"rl-seed"` // RL phase alone (0: seed), to repeat RL from one cached warm start
+}
+
+// DefaultConfig is the full run's configuration.
+func DefaultConfig() Config {
+	return Config{
+		SmallDim: 64, SmallLayers: 3, SmallCopy: 32, LargeDim: 96, LargeLayers: 3, LargeCopy: 32, MaxLen: 128, Vocab: 768,
+		MaxEn: 48, MaxZh: 24, EvalSplit: "test",
+		WarmSteps: 4000, CopySteps: 1500, LargeWarmSteps: 1000, WarmBatch: 16, WarmLR: 3e-3, FinalFrac: 0.4, Pseudo: 0.5,
+		Steps: 100, Batch: 4, Repeats: 8, RLLR: 0.05, RLLRLarge: 0.1, KLSmall: 0.2, KLLarge: 0.1, HardFrac: 0.5, RLTemp: 1, RLTempLarge: 0.5,
+		Seed: 1,
+	}
+}
+
+// QuickConfig is the smoke test's configuration (-quick): tiny models and
+// just enough warm start for the agents to produce scorable answers, so
+// that the GRPO steps have rewards that differ within a group.
+func QuickConfig() Config {
+	c := DefaultConfig()
+	c.SmallDim, c.SmallLayers, c.SmallCopy, c.LargeDim, c.LargeLayers, c.LargeCopy = 32, 1, 8, 32, 1, 8
+	c.MaxLen, c.Vocab, c.MaxEn, c.MaxZh, c.EvalN = 96, 320, 32, 16, 16
+	c.WarmSteps, c.CopySteps, c.LargeWarmSteps, c.WarmBatch, c.RoughTasks = 300, 100, 150, 8, 32
+	c.Steps, c.Batch, c.Repeats = 4, 2, 4
+	return c
+}
+
+// fields maps each key to the field it sets.
+func (c *Config) fields() map[string]any {
+	return map[string]any{
+		"small-dim": &c.SmallDim, "small-layers": &c.SmallLayers, "small-copy": &c.SmallCopy,
+		"large-dim": &c.LargeDim, "large-layers": &c.LargeLayers, "large-copy": &c.LargeCopy,
+		"max-len": &c.MaxLen, "vocab": &c.Vocab, "max-en": &c.MaxEn, "max-zh": &c.MaxZh,
+		"eval-n": &c.EvalN, "eval-split": &c.EvalSplit,
+		"warm-steps": &c.WarmSteps, "copy-steps": &c.CopySteps, "large-warm-steps": &c.LargeWarmSteps,
+		"warm-batch": &c.WarmBatch, "warm-lr": &c.WarmLR, "final-frac": &c.FinalFrac, "pseudo": &c.Pseudo,
+		"rough-tasks": &c.RoughTasks, "steps": &c.Steps, "batch": &c.Batch, "repeats": &c.Repeats,
+		"rl-lr": &c.RLLR, "rl-lr-large": &c.RLLRLarge, "kl-small": &c.KLSmall, "kl-large": &c.KLLarge,
+		"hard-frac": &c.HardFrac, "rl-temp": &c.RLTemp, "rl-temp-large": &c.RLTempLarge,
+		"seed": &c.Seed, "rl-seed": &c.RLSeed,
+	}
+}
+
+// Set sets the field of key from its text form.
+func (c *Config) Set(key, value string) error {
+	p, ok := c.fields()[key]
+	if !ok {
+		return fmt.Errorf("unknown key %q (keys: %s)", key, strings.Join(c.Keys(), ", "))
+	}
+	value = strings.TrimSpace(value)
+	var err error
+	switch p := p.(type) {
+	case *int:
+		*p, err = strconv.Atoi(value)
+	case *uint64:
+		*p, err = strconv.ParseUint(value, 10, 64)
+	case *float64:
+		*p, err = strconv.ParseFloat(value, 64)
+	case *string:
+		*p = strings.Trim(value, `"'`)
+	}
+	if err != nil {
+		return fmt.Errorf("key %s: %w", key, err)
+	}
+	return nil
+}
+
+// Keys are the configuration's keys, sorted.
+func (c *Config) Keys() []string {
+	var ks []string
+	for k := range c.fields() {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// String writes the configuration in the run-file format, one "key: value"
+// line per key.
+func (c *Config) String() string {
+	var b strings.Builder
+	f := c.fields()
+	for _, k := range c.Keys() {
+		switch p := f[k].(type) {
+		case *int:
+			fmt.Fprintf(&b, "%s: %d\n", k, *p)
+		case *uint64:
+			fmt.Fprintf(&b, "%s: %d\n", k, *p)
+		case *float64:
+			fmt.Fprintf(&b, "%s: %g\n", k, *p)
+		case *string:
+			fmt.Fprintf(&b, "%s: %s\n", k, *p)
+		}
+	}
+	return b.String()
+}
+
+// LoadFile applies a run file: a JSON object of keys, or lines of
+// "key: value" (the subset of YAML a flat configuration needs; "#" starts
+// a comment), as String writes them.
+func (c *Config) LoadFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if t := strings.TrimSpace(string(b)); strings.HasPrefix(t, "{") {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("config %s: %w", path, err)
+		}
+		for k, v := range m {
+			if err := c.Set(k, strings.Trim(string(v), `"`)); err != nil {
+				return fmt.Errorf("config %s: %w", path, err)
+			}
+		}
+		return nil
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for line := 1; sc.Scan(); line++ {
+		s, _, _ := strings.Cut(sc.Text(), "#")
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(s, ":")
+		if !ok {
+			return fmt.Errorf("config %s line %d: %q is not \"key: value\"", path, line, s)
+		}
+		if err := c.Set(strings.TrimSpace(k), v); err != nil {
+			return fmt.Errorf("config %s line %d: %w", path, line, err)
+		}
+	}
+	return nil
+}
+
+// check refuses values a run cannot use.
+func (c *Config) check() error {
+	for _, x := range []struct {
+		key string
+		v   int
+	}{{"small-dim", c.SmallDim}, {"small-layers", c.SmallLayers}, {"large-dim", c.LargeDim}, {"large-layers", c.LargeLayers},
+		{"vocab", c.Vocab}, {"warm-batch", c.WarmBatch}, {"steps", c.Steps}, {"batch", c.Batch}, {"repeats", c.Repeats}} {
+		if x.v < 1 {
+			return fmt.Errorf("%s must be at least 1, got %d", x.key, x.v)
+		}
+	}
+	if c.MaxLen < 32 {
+		return fmt.Errorf("max-len must be at least 32, got %d", c.MaxLen)
+	}
+	for _, x := range []struct {
+		key string
+		v   float64
+	}{{"final-frac", c.FinalFrac}, {"pseudo", c.Pseudo}, {"hard-frac", c.HardFrac}} {
+		if x.v < 0 || x.v > 1 {
+			return fmt.Errorf("%s is a fraction in [0, 1], got %g", x.key, x.v)
+		}
+	}
+	if c.RLLR < 0 || c.RLLRLarge < 0 || c.KLSmall < 0 || c.KLLarge < 0 || c.RLTemp < 0 || c.RLTempLarge < 0 {
+		return fmt.Errorf("learning rates, KL coefficients and temperatures must be at least 0")
+	}
+	if c.EvalSplit != "test" && c.EvalSplit != "val" {
+		return fmt.Errorf("eval-split wants test or val, got %q", c.EvalSplit)
+	}
+	return nil
+}
