@@ -32,8 +32,8 @@ code with it. Subcommands:
       "hf" (HF=1 or TOPICS=hf); called with run.sh's topic flags and no
       subcommand, hf.py means compare.
 
-Usage: OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 benchmarks/compare/hf.py SUBCOMMAND ...
-(the core type matters only for the speed subcommands; see README.md).
+Usage: /usr/bin/python3 benchmarks/compare/hf.py SUBCOMMAND ... (for the speed
+subcommands on an AVX-512 CPU with OPENBLAS_CORETYPE=SkylakeX; see README.md).
 """
 import argparse
 import json
@@ -895,7 +895,11 @@ def main(argv):
     if args.cmd == "logprobs":
         model = load_model(args.model_dir)
         ids = parse_ids(args.ids, model.cfg.vocab)
-        print(json.dumps({"logprobs": logprobs(model, ids)}))
+        lp = logprobs(model, ids)
+        bad = [i for i, v in enumerate(lp) if not math.isfinite(v)]
+        if bad:  # JSON has no NaN or infinity
+            raise HFError(f"{args.model_dir}: log-probs at positions {bad[:5]} are not finite")
+        print(json.dumps({"logprobs": lp}))
     elif args.cmd == "make-tiny":
         make_tiny(args.arch, args.out, args.seed, args.dtype, args.shards)
     elif args.cmd == "selftest":
