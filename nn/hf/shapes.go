@@ -23,7 +23,7 @@ var Shapes = map[string]Config{
 	"llama3-tiny": {Arch: "llama", Vocab: 128256, Hidden: 32, Layers: 2, Heads: 4, KVHeads: 1, HeadDim: 8,
 		Intermediate: 64, MaxPos: 4096, RMSEps: 1e-5, RopeTheta: 500000,
 		RopeScaling: &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192},
-		BOS: []int{128000}, EOS: []int{128009}},
+		BOS:         []int{128000}, EOS: []int{128009}},
 }
 
 // tokenizerFiles are the files of a Hugging Face tokenizer.
