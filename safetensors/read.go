@@ -183,7 +183,7 @@ func parseEntry(raw json.RawMessage, dataLen int) (entry, error) {
 		if d < 0 {
 			return entry{}, fmt.Errorf("shape %v has a negative dimension", *rec.Shape)
 		}
-		if d != 0 && n > math.MaxInt64/int64(size)/d {
+		if d > math.MaxInt || d != 0 && n > math.MaxInt64/int64(size)/d {
 			return entry{}, fmt.Errorf("shape %v: the element count overflows", *rec.Shape)
 		}
 		n *= d

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -85,6 +86,9 @@ func TestRoundTripEveryDType(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer opened.Close()
+	if runtime.GOOS == "linux" && opened.unmap == nil {
+		t.Error("Open read the file instead of mapping it")
+	}
 	for _, f := range []struct {
 		name string
 		f    *File
