@@ -199,7 +199,7 @@ func (t NiceTicks) Ticks(lo, hi float64) []plot.Tick {
 		if c.f == 2.5 {
 			d++ // its labels need a digit more (5.0, 7.5): only when clearly nearer n
 		}
-		if d < best {
+		if d <= best { // a tie goes to the larger step: fewer labels and decimals
 			best, step, minor = d, st, c.minor
 		}
 	}

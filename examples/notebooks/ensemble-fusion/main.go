@@ -11,6 +11,11 @@ import (
 
 	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
 	"github.com/troupe-ml/troupe/examples/finance-risk/pipeline"
+	"github.com/troupe-ml/troupe/rl/metrics"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 var methods = []string{"attention (vote)", "attention (vote + context)", "mean", "stacking"}
@@ -146,11 +151,18 @@ func run(quick bool, seed uint64, out string) error {
 		}
 		fmt.Fprintf(&t, "| %s | %.4f ± %.4f | %.4f ± %.4f | %s |\n", methods[k], ma, sa, mc, sc, strings.Join(pf, ", "))
 	}
-	cell(&b, "Results", t.String())
-	cell(&b, "Reading", fmt.Sprintf("Highest mean AUC: %s. Differences below about one fold standard deviation are not meaningful with 1,000 applicants. Run time %.1f s.", methods[best], time.Since(start).Seconds()))
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	if err := foldPlot(filepath.Join(out, "auc.png"), "AUC per test fold (higher is better)", "AUC", auc); err != nil {
+		return err
+	}
+	if err := foldPlot(filepath.Join(out, "cost.png"), "cost per applicant per test fold (lower is better)", "cost / applicant", cost); err != nil {
+		return err
+	}
+	t.WriteString("\n![AUC per fold](auc.png)\n\n![cost per fold](cost.png)\n")
+	cell(&b, "Results", t.String())
+	cell(&b, "Reading", fmt.Sprintf("Highest mean AUC: %s. Differences below about one fold standard deviation are not meaningful with 1,000 applicants. Run time %.1f s.", methods[best], time.Since(start).Seconds()))
 	p := filepath.Join(out, "report.md")
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
 		return err
@@ -181,6 +193,41 @@ func plattCost(zo []float64, yo []int, zt []float64, yt []int, test []int, d *pi
 		ok[i] = p[i] <= finrisk.BayesThreshold(sc[i]) && !d.Comp.Check(d.Credit.Rows[j]).Veto
 	}
 	return finrisk.Evaluate(p, ok, sc, yt, nil).Cost
+}
+
+// foldPlot draws a metric on every test fold, a line with points per
+// method, so that a method ahead on average can be seen to be ahead, or
+// not, fold by fold. NaN values (a Platt fit that failed) are left out.
+func foldPlot(path, title, ylabel string, vals [][]float64) error {
+	p := plot.New()
+	metrics.Style(p)
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, "test fold", ylabel
+	p.Add(plotter.NewGrid())
+	var folds []plot.Tick
+	for f := range vals[0] {
+		folds = append(folds, plot.Tick{Value: float64(f + 1), Label: fmt.Sprint(f + 1)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(folds)
+	for k, name := range methods {
+		var xy plotter.XYs
+		for f, v := range vals[k] {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				xy = append(xy, plotter.XY{X: float64(f + 1), Y: v})
+			}
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", name, err)
+		}
+		metrics.StyleLine(&l.LineStyle, k)
+		pts.Color, pts.Shape, pts.Radius = l.Color, draw.CircleGlyph{}, vg.Points(3)
+		p.Add(l, pts)
+		p.Legend.Add(name, l, pts)
+	}
+	return metrics.SavePNG(p, path, 16*vg.Centimeter, 10*vg.Centimeter)
 }
 
 func f64(z []float32) []float64 {
