@@ -48,16 +48,16 @@ test-cuda-build:
 ptx:
 	bash scripts/ptx.sh
 
-# The main jobs in their quick modes (about a minute): the tensor-core demo,
-# then the finance-risk and translation examples (each fetches its data).
+# The main jobs in their quick modes (smoke tests, a minute or two): the
+# tensor-core demo, then the finance-risk and translation examples (each
+# fetches its data).
 demo:
 	$(GO) run ./cmd/demo
 	$(GO) run ./examples/finance-risk -quick -out out/demo/finance-risk
 	$(GO) run ./examples/translation -quick -out out/demo/translation
 
-# The same jobs at full size (finance-risk about 3-5 minutes, translation about
-# 6-8 minutes on 2 cores: 384.8 s, 430.9 s, 390.5 s, 370.4 s, 475.1 s and 449.8 s measured, notes/translation.md R18, R21, R22, R25, R26); reports
-# land in out/
+# The same jobs at full size (on 2 cores: finance-risk about 3-5 minutes,
+# translation about 6-8); reports land in out/
 demo-full:
 	$(GO) run ./cmd/demo
 	$(GO) run ./examples/finance-risk -out out/finance-risk
