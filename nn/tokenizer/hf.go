@@ -178,7 +178,6 @@ type hfModel struct {
 	UnkToken                *string         `json:"unk_token"`
 	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
 	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
-	FuseUnk                 bool            `json:"fuse_unk"`
 	ByteFallback            bool            `json:"byte_fallback"`
 	IgnoreMerges            bool            `json:"ignore_merges"`
 	Vocab                   map[string]int  `json:"vocab"`
@@ -239,14 +238,15 @@ func parseHF(tj, cj []byte) (*HF, error) {
 	if t.pre, err = parsePreTokenizer(f.PreTokenizer); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
-	if !isNull(f.Decoder) {
-		var d typed
-		if err := json.Unmarshal(f.Decoder, &d); err != nil {
-			return nil, fmt.Errorf("tokenizer.json: decoder: %w", err)
-		}
-		if d.Type != "ByteLevel" {
-			return nil, fmt.Errorf("tokenizer.json: decoder %q is not supported (want ByteLevel)", d.Type)
-		}
+	if isNull(f.Decoder) {
+		return nil, fmt.Errorf("tokenizer.json: no decoder (a byte-level BPE needs the ByteLevel decoder)")
+	}
+	var d typed
+	if err := json.Unmarshal(f.Decoder, &d); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: decoder: %w", err)
+	}
+	if d.Type != "ByteLevel" {
+		return nil, fmt.Errorf("tokenizer.json: decoder %q is not supported (want ByteLevel)", d.Type)
 	}
 	var cfg hfConfigFile
 	if cj != nil {
@@ -376,9 +376,11 @@ func (t *HF) loadMerges(raw json.RawMessage, vocab map[string]int) error {
 	return nil
 }
 
+// addToken adds an added token; one with empty content is skipped, as
+// Hugging Face skips it.
 func (t *HF) addToken(a hfAdded) error {
 	if a.Content == "" {
-		return fmt.Errorf("empty content")
+		return nil
 	}
 	if a.ID < 0 || a.ID >= 1<<31-1 || a.ID > t.size+1<<20 {
 		return fmt.Errorf("%q has id %d out of range", a.Content, a.ID)

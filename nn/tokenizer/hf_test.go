@@ -496,11 +496,11 @@ func TestHFErrors(t *testing.T) {
 		{"normalizer", strings.Replace(good, `"normalizer":null`, `"normalizer":{"type":"Lowercase"}`, 1), "", `"Lowercase"`},
 		{"nested normalizer", strings.Replace(good, `"normalizer":null`, `"normalizer":{"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Strip"}]}`, 1), "", `"Strip"`},
 		{"decoder", strings.Replace(good, `"decoder":{"type":"ByteLevel"`, `"decoder":{"type":"WordPiece"`, 1), "", `"WordPiece"`},
+		{"no decoder", strings.Replace(good, `"decoder":{"type":"ByteLevel"`, `"decoder":null,"x":{"type":"ByteLevel"`, 1), "", "no decoder"},
 		{"byte fallback", strings.Replace(good, `"byte_fallback":false`, `"byte_fallback":true`, 1), "", "byte_fallback"},
 		{"merges", strings.Replace(good, `"merges":["a b"]`, `"merges":[1]`, 1), "", "merges"},
 		{"merge not in vocab", strings.Replace(good, `"merges":["a b"]`, `"merges":["a q"]`, 1), "", "not in the vocab"},
 		{"merge with three parts", strings.Replace(good, `"merges":["a b"]`, `"merges":["a b c"]`, 1), "", "merge 0"},
-		{"empty added token", strings.Replace(good, `"added_tokens":[]`, `"added_tokens":[{"id":300,"content":""}]`, 1), "", "empty"},
 		{"negative id", strings.Replace(good, `"added_tokens":[]`, `"added_tokens":[{"id":-3,"content":"<x>"}]`, 1), "", "out of range"},
 		{"config", good, `{"bos_token": 3}`, "bos_token"},
 		{"config JSON", good, `{"bos_token": `, "tokenizer_config.json"},
@@ -514,6 +514,10 @@ func TestHFErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one naming %q", tc.name, err, tc.want)
 		}
+	}
+	empty := strings.Replace(good, `"added_tokens":[]`, `"added_tokens":[{"id":300,"content":""}]`, 1)
+	if tok, err := ParseHF([]byte(empty), nil); err != nil || tok.VocabSize() != 257 {
+		t.Errorf("an added token with empty content is not skipped: %v", err)
 	}
 	if _, err := LoadHF(t.TempDir()); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
 		t.Errorf("LoadHF of an empty directory: error %v, want one naming tokenizer.json", err)
