@@ -114,6 +114,7 @@ func callRange(ip *interp, args []any, kw *Map) any {
 	if n > maxListLen {
 		ip.fail("range() of %d items is longer than %d", n, maxListLen)
 	}
+	ip.charge(int(n))
 	out := make([]any, n)
 	for i := range out {
 		out[i] = start + int64(i)*step
@@ -505,6 +506,47 @@ func joinValue(v any) string {
 	return jsString(v)
 }
 
+// unique keeps the first of equal items (JavaScript's ===: 1 and 1.0 are
+// equal, lists and mappings only to themselves).
+func unique(items []any) []any {
+	out := []any{}
+	seen := map[any]bool{}
+	var objects []any
+	for _, x := range items {
+		var key any
+		switch v := x.(type) {
+		case int64:
+			key = float64(v)
+		case float64:
+			key = v
+			if v != v { // NaN is never === to anything
+				out = append(out, x)
+				continue
+			}
+		case nil, undefined, bool, string:
+			key = v
+		default:
+			dup := false
+			for _, y := range objects {
+				if identical(x, y) {
+					dup = true
+					break
+				}
+			}
+			if !dup {
+				objects = append(objects, x)
+				out = append(out, x)
+			}
+			continue
+		}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func (ip *interp) toJSONOrFail(v any, o jsonOptions, undefNull bool) string {
 	s, err := toJSON(v, o, 0, undefNull)
 	if err != nil {
@@ -513,6 +555,7 @@ func (ip *interp) toJSONOrFail(v any, o jsonOptions, undefNull bool) string {
 	if len(s) > maxStringLen {
 		ip.fail("string longer than %d bytes", maxStringLen)
 	}
+	ip.charge(len(s) / 16)
 	return s
 }
 
@@ -572,23 +615,8 @@ func (ip *interp) filterPlain(v any, name string) any {
 		case "string":
 			return ip.toJSONOrFail(o, jsonOptions{}, false)
 		case "unique":
-			var out []any
-			for _, x := range o {
-				dup := false
-				for _, y := range out {
-					if strictEqual(x, y) {
-						dup = true
-						break
-					}
-				}
-				if !dup {
-					out = append(out, x)
-				}
-			}
-			if out == nil {
-				out = []any{}
-			}
-			return out
+			ip.charge(len(o))
+			return unique(o)
 		}
 		ip.fail("unknown ArrayValue filter: %s", name)
 	case string:
@@ -701,7 +729,7 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 		switch ind := arg(-1, "indent", nil).(type) {
 		case nil:
 		case int64:
-			o.indent = int(min(max(ind, 0), 1000))
+			o.indent = int(min(max(ind, 0), 100))
 		default:
 			ip.fail("if set, indent must be a number")
 		}
@@ -746,6 +774,7 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 		if !ok {
 			ip.fail("separator must be a string")
 		}
+		ip.charge(len(parts))
 		total := 0
 		for _, p := range parts {
 			total += len(p) + len(sep)
@@ -902,7 +931,7 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 			pad := "    "
 			switch w := arg(0, "width", int64(4)).(type) {
 			case int64:
-				pad = strings.Repeat(" ", int(min(max(w, 0), 1000)))
+				pad = strings.Repeat(" ", int(min(max(w, 0), 100)))
 			case string:
 				pad = w
 			default:

@@ -35,7 +35,7 @@ func (e *Exception) Error() string { return "jinja: template raised an exception
 const (
 	maxCallDepth    = 200      // nested macro calls
 	maxStringLen    = 64 << 20 // bytes in one string or the output
-	maxListLen      = 1 << 22  // items in one list, range() included
+	maxListLen      = 1 << 20  // items in one list, range() included
 	defaultMaxSteps = 50_000_000
 )
 
@@ -70,6 +70,15 @@ type interp struct {
 
 func (ip *interp) fail(format string, args ...any) {
 	panic(&RenderError{Line: ip.at.line, Column: ip.at.col, Msg: fmt.Sprintf(format, args...)})
+}
+
+// charge counts work a builtin does on n items against the step budget,
+// so that a filter applied to a long list in a loop is bounded too.
+func (ip *interp) charge(n int) {
+	ip.steps += n
+	if ip.steps > ip.maxSteps {
+		ip.fail("template takes more than %d evaluation steps", ip.maxSteps)
+	}
 }
 
 func (ip *interp) step(n node) {
@@ -175,8 +184,14 @@ func (ip *interp) renderBlock(stmts []node, e *env, b *strings.Builder) ctrl {
 }
 
 func (ip *interp) writeValue(b *strings.Builder, v any) {
-	switch v.(type) {
+	switch v := v.(type) {
 	case nil, undefined:
+		return
+	case string:
+		ip.write(b, v)
+		return
+	case []any, *Map, *namespace:
+		ip.write(b, ip.toJSONOrFail(v, jsonOptions{}, false))
 		return
 	}
 	ip.write(b, display(v))
@@ -839,6 +854,7 @@ func (ip *interp) evalSlice(obj any, s *sliceExpr, e *env) any {
 		step = 1
 	}
 	idx := sliceIndices(n, start, hasStart, stop, hasStop, step)
+	ip.charge(len(idx))
 	if arr, ok := obj.([]any); ok {
 		out := make([]any, len(idx))
 		for i, j := range idx {
@@ -1028,13 +1044,18 @@ func (ip *interp) evalBinary(n *binaryExpr, e *env) any {
 	}
 	la, lArr := left.([]any)
 	ra, rArr := right.([]any)
-	if lArr && rArr && op == "+" {
-		if len(la)+len(ra) > maxListLen {
-			ip.fail("list longer than %d items", maxListLen)
+	if lArr && rArr {
+		// Two lists only concatenate; `list in list` is an error in the
+		// JS port, unlike in Python.
+		if op == "+" {
+			if len(la)+len(ra) > maxListLen {
+				ip.fail("list longer than %d items", maxListLen)
+			}
+			ip.charge(len(la) + len(ra))
+			return append(append(make([]any, 0, len(la)+len(ra)), la...), ra...)
 		}
-		return append(append(make([]any, 0, len(la)+len(ra)), la...), ra...)
-	}
-	if rArr && !(lArr && op == "+") {
+	} else if rArr {
+		ip.charge(len(ra))
 		found := false
 		for _, x := range ra {
 			if strictEqual(x, left) {
@@ -1079,6 +1100,7 @@ func (ip *interp) concat(a, b string) string {
 	if len(a)+len(b) > maxStringLen {
 		ip.fail("string longer than %d bytes", maxStringLen)
 	}
+	ip.charge((len(a) + len(b)) / 16)
 	return a + b
 }
 
@@ -1247,6 +1269,7 @@ func digitValue(c rune) int {
 // sortValues sorts a copy of items stably with the JS port's comparison
 // (numbers with numbers, strings with strings, optionally ignoring case).
 func (ip *interp) sortValues(items []any, key func(any) any, caseSensitive, reverse bool) []any {
+	ip.charge(len(items))
 	out := append([]any(nil), items...)
 	sort.SliceStable(out, func(i, j int) bool {
 		c := ip.compare(key(out[i]), key(out[j]), caseSensitive)

@@ -79,6 +79,8 @@ func engineCases(t testing.TB) []engineCase {
 		{name: "trim blocks after comment", template: "a\n{# c #}\nb\n  {#- d -#}  \ne"},
 		{name: "comment", template: "x{# hidden {{ y }} #}z", want: "xz"},
 		{name: "string escapes", template: `{{ 'a\nb\t\'"' }}|{{ "\u00e9\x41" }}`, want: "a\nb\t'\"|éA"},
+		{name: "surrogate pair escape", template: `{{ "\ud83d\ude00" }}|{{ "\ud83d\ude00" | length }}`, want: "😀|2"},
+		{name: "list in list", template: "{{ [1] in [[1]] }}", wantErr: true},
 		{name: "adjacent string literals", template: `{{ 'a' "b" 'c' }}`, want: "abc"},
 		{name: "string methods", template: "{{ ' Ab c '.strip() }}|{{ ' x '.lstrip() }}|{{ ' x '.rstrip() }}|{{ 'aB'.upper() }}{{ 'aB'.lower() }}|{{ 'hello world'.title() }}|{{ 'hello World'.capitalize() }}",
 			want: "Ab c|x | x|ABab|Hello World|Hello World"},

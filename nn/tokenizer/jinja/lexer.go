@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 )
 
 type tokenType int
@@ -462,8 +463,17 @@ main:
 					if err != nil || strings.ContainsAny(string(r[cur:cur+k]), "+-_") {
 						return nil, fail(cur-2, "invalid escape sequence \\%c%s", e, string(r[cur:cur+k]))
 					}
-					b.WriteRune(rune(v))
 					cur += k
+					u := rune(v)
+					// A \u escape is one UTF-16 unit: a high surrogate
+					// followed by an escaped low one is one character.
+					if utf16.IsSurrogate(u) && u < 0xdc00 && hasRunes(r, cur, "\\u") && cur+6 <= n {
+						if lo, err := strconv.ParseUint(string(r[cur+2:cur+6]), 16, 32); err == nil && lo >= 0xdc00 && lo <= 0xdfff {
+							u = utf16.DecodeRune(u, rune(lo))
+							cur += 6
+						}
+					}
+					b.WriteRune(u)
 					continue
 				}
 				u, ok := escapes[e]

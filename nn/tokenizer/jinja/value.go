@@ -590,6 +590,8 @@ func compareUTF16(a, b string) int {
 	return 0
 }
 
+var errJSONTooLong = fmt.Errorf("JSON longer than %d bytes", maxStringLen)
+
 type jsonOptions struct {
 	indent      int
 	ensureASCII bool
@@ -657,6 +659,9 @@ func toJSON(v any, o jsonOptions, depth int, undefNull bool) (string, error) {
 					return "", err
 				}
 				b.WriteString(s)
+				if b.Len() > maxStringLen {
+					return "", errJSONTooLong
+				}
 			}
 			if o.indent > 0 && len(arr) > 0 {
 				b.WriteString(base)
@@ -686,6 +691,9 @@ func toJSON(v any, o jsonOptions, depth int, undefNull bool) (string, error) {
 				return "", err
 			}
 			b.WriteString(jsonString(k, o.ensureASCII) + keySep + s)
+			if b.Len() > maxStringLen {
+				return "", errJSONTooLong
+			}
 		}
 		if o.indent > 0 && len(keys) > 0 {
 			b.WriteString(base)
