@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
 	"github.com/troupe-ml/troupe/safetensors"
+	"github.com/troupe-ml/troupe/swarm"
 )
 
 const lmUsage = `usage: troupe lm COMMAND [flags]
@@ -356,4 +358,76 @@ func lmExport(args []string, _ io.Reader, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote the merged model to %s\n", *out)
 	return nil
+}
+
+// hfServeOptions are swarm serve's flags for pretrained models.
+type hfServeOptions struct {
+	modelDir, lora, agents string
+	rank                   int
+	alpha, lr              float64
+}
+
+func (o *hfServeOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.modelDir, "model-dir", "", "serve a pretrained Hugging Face model directory: each agent a LoRA adapter over one shared base")
+	fs.StringVar(&o.lora, "lora", "", "with --model-dir: PEFT adapter directories to start from, one for all agents or one per agent in --agents order (comma-separated)")
+	fs.StringVar(&o.agents, "agents", "", "with --model-dir: name:port,name:port,... one adapter, optimizer, episode pool and server per agent")
+	fs.IntVar(&o.rank, "lora-rank", 16, "with --model-dir: rank of new LoRA adapters")
+	fs.Float64Var(&o.alpha, "lora-alpha", 32, "with --model-dir: alpha of new LoRA adapters")
+	fs.Float64Var(&o.lr, "lr", 1e-5, "with --model-dir: AdamW learning rate of the adapters")
+}
+
+// models loads the base and its tokenizer once and returns the agents'
+// specs and a constructor of each agent's model: its own LoRA adapter (new,
+// or loaded from --lora) on the shared base.
+func (o *hfServeOptions) models(port int) ([]spec, func(string) (swarm.Model, error), func() error, error) {
+	name := filepath.Base(filepath.Clean(o.modelDir))
+	specs := []spec{{name, port}}
+	if o.agents != "" {
+		var err error
+		if specs, err = parseMulti(o.agents); err != nil {
+			return nil, nil, nil, fmt.Errorf("--agents: %w", err)
+		}
+	}
+	var loras []string
+	if o.lora != "" {
+		loras = strings.Split(o.lora, ",")
+		if len(loras) != 1 && len(loras) != len(specs) {
+			return nil, nil, nil, fmt.Errorf("--lora names %d adapters for %d agents: give one, or one per agent", len(loras), len(specs))
+		}
+	}
+	base, err := hf.Load(o.modelDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tok, err := hf.LoadTokenizer(o.modelDir)
+	if err != nil {
+		base.Close()
+		return nil, nil, nil, err
+	}
+	index := map[string]int{}
+	for i, sp := range specs {
+		if _, dup := index[sp.model]; dup {
+			base.Close()
+			return nil, nil, nil, fmt.Errorf("agent %q is named twice", sp.model)
+		}
+		index[sp.model] = i
+	}
+	mk := func(agent string) (swarm.Model, error) {
+		cfg := swarm.HFModelConfig{Name: agent, Base: base, Tokenizer: tok, LR: o.lr,
+			LoRAConfig: hf.LoRAConfig{Rank: o.rank, Alpha: o.alpha, Seed: uint64(index[agent] + 1)}}
+		if len(loras) > 0 {
+			dir := loras[0]
+			if len(loras) > 1 {
+				dir = loras[index[agent]]
+			}
+			ad, err := hf.LoadLoRA(base, dir)
+			if err != nil {
+				return nil, err
+			}
+			cfg.LoRA = ad
+		}
+		m, _, err := swarm.NewHFModel(cfg)
+		return m, err
+	}
+	return specs, mk, base.Close, nil
 }

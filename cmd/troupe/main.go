@@ -118,6 +118,8 @@ func serve(args []string) error {
 	maxBody := fs.Int64("max-body-bytes", 1<<20, "request body limit")
 	maxReq := fs.Int("max-request-tokens", 16384, "n × max_tokens limit of one chat completion")
 	maxEp := fs.Int("max-episode-tokens", 1<<20, "tokens one episode may record (prompt + sampled)")
+	var hfo hfServeOptions
+	hfo.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -127,6 +129,15 @@ func serve(args []string) error {
 		if specs, err = parseMulti(*multi); err != nil {
 			return err
 		}
+	}
+	mk := newModel
+	if hfo.modelDir != "" {
+		var closeBase func() error
+		var err error
+		if specs, mk, closeBase, err = hfo.models(*port); err != nil {
+			return err
+		}
+		defer closeBase()
 	}
 	tc := swarm.DefaultTrainConfig()
 	if *config != "" {
@@ -155,7 +166,7 @@ func serve(args []string) error {
 	var rs []running
 	errc := make(chan error, len(specs))
 	for _, sp := range specs {
-		m, err := newModel(sp.model)
+		m, err := mk(sp.model)
 		if err != nil {
 			return err
 		}
