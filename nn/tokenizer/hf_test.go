@@ -177,11 +177,43 @@ func compareWithJS(t *testing.T, tok *HF, dir string, lines []string) {
 	}
 }
 
+// randomLines returns n random strings assembled (seeded) from pieces
+// chosen to meet every branch of the pre-tokenizer patterns: apostrophes
+// before contraction letters of either case, runs of white space of
+// several kinds with line breaks, digits of several scripts, punctuation, letters of several scripts, combining marks,
+// emoji with joiners, and added tokens. (Characters newer than Go's Unicode
+// tables and 'ſ, where Hugging Face's JS folds case differently from
+// Oniguruma, are left out.)
+func randomLines(n int) []string {
+	pieces := []string{
+		"'", "'", "s", "S", "t", "T", "re", "RE", "Ve", "m", "M", "ll", "lL", "d", "D",
+		" ", " ", " ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2009", "\u0085", "\v", "\f",
+		"0", "7", "42", "1234", "٣", "४", "½", "Ⅻ", "²",
+		".", ",", "!", "?", "-", "_", "(", ")", "\"", "#", "$", "%", "&", "*", "/", "\\", "…", "—", "“", "」",
+		"a", "word", "Hello", "x", "É", "ß", "你好", "世界", "日本語", "カナ", "한국어", "Привет", "مرحبا", "नमस्ते", "Ωμέγα",
+		"\u0301", "\u0308", "e\u0301", "\u200d", "\u200b", "🙂", "👨‍👩‍👧", "🏳️‍🌈", "👍🏽", "\ufe0f",
+		"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<think>", "</think>", "<|", "|>",
+	}
+	r := rand.New(rand.NewPCG(20, 26))
+	lines := make([]string, n)
+	for i := range lines {
+		var sb strings.Builder
+		for n := 1 + r.IntN(12); n > 0; n-- {
+			sb.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		lines[i] = sb.String()
+	}
+	return lines
+}
+
+// TestHFMatchesJS compares Encode and Decode with Hugging Face's JS
+// tokenizer on the multilingual corpus and on 400 random strings.
 func TestHFMatchesJS(t *testing.T) {
 	lines := multilingual(t)
 	if len(lines) < 200 {
 		t.Fatalf("testdata/multilingual.txt has %d lines, want at least 200", len(lines))
 	}
+	lines = append(lines, randomLines(400)...)
 	for _, name := range []string{"qwen3", "llama3"} {
 		t.Run(name, func(t *testing.T) {
 			tok, dir := refTokenizer(t, name)
@@ -599,41 +631,6 @@ func FuzzHFRoundTrip(f *testing.F) {
 			tc.tok.Decode(junk, true)
 		}
 	})
-}
-
-// TestHFRandomMatchesJS compares with the JS reference on random strings
-// assembled (seeded) from pieces chosen to meet every branch of the
-// pre-tokenizer patterns: apostrophes before contraction letters of either
-// case, runs of white space of several kinds with line breaks, digits of
-// several scripts, punctuation, letters of several scripts, combining marks,
-// emoji with joiners, and added tokens. (Characters newer than Go's Unicode
-// tables and 'ſ, where Hugging Face's JS folds case differently from
-// Oniguruma, are left out.)
-func TestHFRandomMatchesJS(t *testing.T) {
-	pieces := []string{
-		"'", "'", "s", "S", "t", "T", "re", "RE", "Ve", "m", "M", "ll", "lL", "d", "D",
-		" ", " ", " ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2009", "\u0085", "\v", "\f",
-		"0", "7", "42", "1234", "٣", "४", "½", "Ⅻ", "²",
-		".", ",", "!", "?", "-", "_", "(", ")", "\"", "#", "$", "%", "&", "*", "/", "\\", "…", "—", "“", "」",
-		"a", "word", "Hello", "x", "É", "ß", "你好", "世界", "日本語", "カナ", "한국어", "Привет", "مرحبا", "नमस्ते", "Ωμέγα",
-		"\u0301", "\u0308", "e\u0301", "\u200d", "\u200b", "🙂", "👨‍👩‍👧", "🏳️‍🌈", "👍🏽", "\ufe0f",
-		"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|eot_id|>", "<think>", "</think>", "<|", "|>",
-	}
-	r := rand.New(rand.NewPCG(20, 26))
-	lines := make([]string, 400)
-	for i := range lines {
-		var sb strings.Builder
-		for n := 1 + r.IntN(12); n > 0; n-- {
-			sb.WriteString(pieces[r.IntN(len(pieces))])
-		}
-		lines[i] = sb.String()
-	}
-	for _, name := range []string{"qwen3", "llama3"} {
-		t.Run(name, func(t *testing.T) {
-			tok, dir := refTokenizer(t, name)
-			compareWithJS(t, tok, dir, lines)
-		})
-	}
 }
 
 // BenchmarkHFEncode encodes the multilingual corpus (about 10 KB) with
