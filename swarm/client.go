@@ -329,6 +329,11 @@ type ChatRequest struct {
 	// extends the recorded sample's prompt, so that the prefix is trained
 	// as an action taken after it. It needs AssistantPrefix.
 	AssistantContext string `json:"assistant_context,omitempty"`
+	// Tools are the functions the model may call (a model that implements
+	// ToolChatPrompter); calls come back in ChatMessage.ToolCalls.
+	Tools []ChatTool `json:"tools,omitempty"`
+	// ToolChoice is "auto" (the default with tools) or "none".
+	ToolChoice string `json:"tool_choice,omitempty"`
 }
 
 // StreamOptions are the stream_options of a streaming request.

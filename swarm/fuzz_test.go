@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,19 +24,29 @@ func fuzzServer(f *testing.F) (*Server, string, string, string) {
 	}
 	s.Start()
 	f.Cleanup(func() { s.Close() })
+	id, key := fuzzClaim(s)
+	if key == "" {
+		f.Fatal("claim failed")
+	}
+	return s, "fz", id, key
+}
+
+// fuzzClaim claims a train episode for client "fz", starting the engine
+// first if a fuzzed stop_engine stopped it; it returns empty strings when
+// the engine cannot roll.
+func fuzzClaim(s *Server) (id, key string) {
+	if st, _, _ := s.Status(); st == StatusOffline {
+		s.Start()
+	}
 	rec := httptest.NewRecorder()
 	s.mux.ServeHTTP(rec, httptest.NewRequest("POST", "/claim_episode", strings.NewReader(`{"client_uuid":"fz","episode_type":"train","discard_episode_timeout":3000}`)))
-	var id, key string
 	for _, part := range strings.Split(rec.Body.String(), `"`) {
 		if strings.HasPrefix(part, keyPrefix) {
 			key = part
 			id, _, _ = strings.Cut(strings.TrimPrefix(part, keyPrefix), ".")
 		}
 	}
-	if key == "" {
-		f.Fatalf("claim failed: %s", rec.Body.String())
-	}
-	return s, "fz", id, key
+	return id, key
 }
 
 func serveNoRecover(t *testing.T, s *Server, method, path string, body []byte, hdr map[string]string) *httptest.ResponseRecorder {
@@ -51,7 +62,12 @@ func serveNoRecover(t *testing.T, s *Server, method, path string, body []byte, h
 	return rec
 }
 
-var swarmPaths = []string{"/claim_episode", "/end_episode", "/abort_episode", "/can_continue_episode", "/is_episode_claimed", "/sync_train_config", "/get_episode_buffer"}
+var swarmPaths = []string{"/claim_episode", "/end_episode", "/abort_episode", "/can_continue_episode", "/is_episode_claimed",
+	"/sync_train_config", "/get_episode_buffer", "/agree_sync_weight", "/sync_train_code", "/get_verbose_logs", "/stop_engine", "/start_engine"}
+
+// swarmGetPaths are the GET endpoints, called after every fuzzed POST.
+var swarmGetPaths = []string{"/get_engine_status", "/get_current_batch_rollout_pool_information", "/get_server_experiment_dir",
+	"/get_verbose_logs", "/v1/models", "/v1/models/tiny", "/health", "/metrics"}
 
 // FuzzSwarmEndpoints throws arbitrary bodies at the episode endpoints. The
 // placeholder EPID in a body is replaced by the open episode's id so that
@@ -65,16 +81,62 @@ func FuzzSwarmEndpoints(f *testing.F) {
 		`{"client_uuid": "fz", "episode_uuid": "EPID", "task_id": "t", "workflow_output": {"reward": NaN}}`,
 		`{"client_uuid": "x", "episode_uuid": "EPID", "unregister_if_not_claimed": true}`,
 		`{"yaml_as_string": "ajet:\n  data:\n    train_batch_size: 2\n"}`,
+		`{"yaml_as_string": "ajet:\n  swarm_mode_sample_collection_method: rollout_until_any_client_agree_sync_weight\n"}`,
+		`{"client_uuid": "fz"}`, `{"client_uuid": 7}`, "PK\x03\x04ajet/",
+		`{"client_uuid": "fz", "episode_uuid": "EPID", "task_id": "t", "workflow_output": {"reward": 1e300}, "declare_client_active": false}`,
 		`[]`, `null`, `{"client_uuid": null}`, `{"episode_uuid": {"a": []}}`, "\x00\xff",
 	}
 	for i, sd := range seeds {
 		f.Add(uint8(i), []byte(sd))
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		if s.OpenEpisodes() == 0 {
+			if nid, _ := fuzzClaim(s); nid != "" {
+				id = nid
+			}
+		}
 		body = bytes.ReplaceAll(body, []byte("EPID"), []byte(id))
 		body = bytes.ReplaceAll(body, []byte(`"fz"`), []byte(`"`+client+`"`))
 		serveNoRecover(t, s, "POST", swarmPaths[int(which)%len(swarmPaths)], body, nil)
-		serveNoRecover(t, s, "GET", "/get_engine_status", nil, nil)
+		serveNoRecover(t, s, "GET", swarmGetPaths[int(which)%len(swarmGetPaths)], nil, nil)
+	})
+}
+
+// FuzzRoutes sends arbitrary methods and paths, with and without an admin
+// token prefix, through the token-prefix layer and the router (without the
+// recover middleware): JSON answers, no 5xx, and the token never echoed.
+func FuzzRoutes(f *testing.F) {
+	m, _ := NewPresetModel("tiny")
+	const tok = "fuzz-admin-token"
+	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(1, 1), Logger: quietLog, AdminToken: tok})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
+	h := s.tokenPrefix(s.mux)
+	for _, sd := range []struct{ method, path string }{
+		{"GET", "/nope"}, {"POST", "/get_engine_status"}, {"GET", "/t/" + tok + "/get_engine_status"}, {"POST", "/t/" + tok + "/t/" + tok + "/stop_engine"},
+		{"GET", "/t/wrong/health"}, {"PUT", "/v1/models/x"}, {"GET", "/t/"}, {"GET", "/t//"}, {"DELETE", "/v1/chat/completions"}, {"GET", "/v1/models/%2F"},
+	} {
+		f.Add(sd.method, sd.path, []byte(`{}`))
+	}
+	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
+		req, err := http.NewRequest(method, "http://x/", bytes.NewReader(body))
+		if err != nil {
+			return // not a valid method token
+		}
+		req.URL.Path = "/" + strings.TrimPrefix(path, "/")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %q: %d %s", method, path, rec.Code, rec.Body.String())
+		}
+		if strings.Contains(rec.Body.String(), tok) {
+			t.Fatalf("%s %q: the answer echoes the admin token: %s", method, path, rec.Body.String())
+		}
+		if st, _, _ := s.Status(); st == StatusOffline {
+			s.Start()
+		}
 	})
 }
 
@@ -82,6 +144,7 @@ func FuzzSwarmEndpoints(f *testing.F) {
 // a valid episode key.
 func FuzzChatCompletions(f *testing.F) {
 	s, _, id, key := fuzzServer(f)
+	s.model = toolTemplate{s.model}
 	seeds := []string{
 		`{"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "n": 2, "seed": 3, "logprobs": true, "top_logprobs": 3, "stop": ["a", "b"], "temperature": 0.7, "top_p": 0.5}`,
 		`{"messages": [{"role": "system", "content": [{"type": "text", "text": "s"}]}, {"role": "assistant", "content": null}], "stream": true, "stream_options": {"include_usage": true}}`,
@@ -92,6 +155,10 @@ func FuzzChatCompletions(f *testing.F) {
 		`{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": "", "n": 2}`, `{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": 7}`,
 		`{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": "a", "assistant_context": "c\u00e9d", "max_tokens": 3}`,
 		`{"messages": [{"role": "user", "content": "x"}], "assistant_context": "cd"}`, `{"messages": [{"role": "user", "content": "x"}], "assistant_prefix": "a", "assistant_context": 3}`,
+		`{"messages": [{"role": "user", "content": "w"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "stream": true, "max_tokens": 12}`,
+		`{"messages": [{"role": "assistant", "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "1", "content": "r"}], "tool_choice": "none"}`,
+		`{"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function"}, "response_format": {"type": "json_object"}}`,
+		`{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "text"}, "parallel_tool_calls": false, "tools": []}`,
 		`{"messages": [{"role": "user", "content": 5}]}`, `{"messages": "hi"}`, `{"messages": [{}]}`, `{"n": -1}`, `{"seed": -9223372036854775808, "messages": [{"role":"user","content":""}]}`,
 	}
 	for _, sd := range seeds {
@@ -107,6 +174,101 @@ func FuzzChatCompletions(f *testing.F) {
 		}
 		s.mu.Unlock()
 		serveNoRecover(t, s, "POST", "/v1/chat/completions", body, hdr)
+	})
+}
+
+// toolTemplate gives a model a tool template that lists the tools before
+// the prompt, so that the fuzzer reaches the tool paths.
+type toolTemplate struct{ Model }
+
+func (m toolTemplate) ChatPromptTools(msgs []Message, tools []Tool) ([]int, error) {
+	msgs = foldToolCalls(msgs)
+	for _, t := range tools {
+		msgs = append([]Message{{Role: "system", Content: "tool " + t.Function.Name + " " + string(t.Function.Parameters)}}, msgs...)
+	}
+	return m.ChatPrompt(msgs)
+}
+
+// FuzzToolStream generates arbitrary answers (tool markup included) and
+// checks that the stream's deltas and calls equal the non-streamed message.
+func FuzzToolStream(f *testing.F) {
+	m := &toolScriptModel{}
+	tc := testTrainConfig(4, 4)
+	tc.MaxResponseTokens = 1024
+	s, err := NewServer(ServerConfig{Model: m, Train: tc, Logger: quietLog})
+	if err != nil {
+		f.Fatal(err)
+	}
+	s.Start()
+	f.Cleanup(func() { s.Close() })
+	id, key := fuzzClaim(s)
+	if key == "" {
+		f.Fatal("claim failed")
+	}
+	for _, sd := range []string{
+		"Sure. \n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+		"<tool_call>{\"name\": \"f\"}</tool_call>\n<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>",
+		"text <tool_ca", "a\n\n<tool_call>{\"name\": \"f\"", "<tool_call><tool_call>{}</tool_call>", "plain \u00e9 text  ",
+	} {
+		f.Add(sd, "STOP")
+	}
+	hdr := map[string]string{"Authorization": "Bearer " + key}
+	tools := `"tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}]`
+	f.Fuzz(func(t *testing.T, script, stop string) {
+		if len(script) > 1000 || len(stop) > 8 {
+			return
+		}
+		m.mu.Lock()
+		m.script = script
+		m.mu.Unlock()
+		s.mu.Lock()
+		if ep := s.episodes[id]; ep != nil {
+			ep.calls, ep.tokens, ep.samples = 0, 0, nil
+		}
+		s.mu.Unlock()
+		stopJSON, _ := json.Marshal(stop)
+		body := `{"messages": [{"role": "user", "content": "x"}], ` + tools + `, "max_tokens": 1024, "stop": [` + string(stopJSON) + `]`
+		rec := serveNoRecover(t, s, "POST", "/v1/chat/completions", []byte(body+`}`), hdr)
+		if rec.Code != 200 {
+			return // a stop the API refuses
+		}
+		var resp ChatResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+			t.Fatal(err)
+		}
+		rec = serveNoRecover(t, s, "POST", "/v1/chat/completions", []byte(body+`, "stream": true}`), hdr)
+		var content strings.Builder
+		var calls []ChatToolCall
+		finish := ""
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok || data == "[DONE]" {
+				continue
+			}
+			var ch ChatChunk
+			if err := json.Unmarshal([]byte(data), &ch); err != nil {
+				t.Fatalf("chunk %q: %v", data, err)
+			}
+			for _, c := range ch.Choices {
+				if c.Delta.Content != nil {
+					content.WriteString(*c.Delta.Content)
+				}
+				calls = append(calls, c.Delta.ToolCalls...)
+				if c.FinishReason != nil {
+					finish = *c.FinishReason
+				}
+			}
+		}
+		want := resp.Choices[0]
+		if content.String() != want.Message.Content || finish != want.FinishReason || len(calls) != len(want.Message.ToolCalls) {
+			t.Fatalf("script %q stop %q: streamed %q %q %d calls, non-streamed %q %q %d calls", script, stop,
+				content.String(), finish, len(calls), want.Message.Content, want.FinishReason, len(want.Message.ToolCalls))
+		}
+		for k := range calls {
+			if calls[k].Function != want.Message.ToolCalls[k].Function {
+				t.Fatalf("script %q: call %d streamed %+v, non-streamed %+v", script, k, calls[k].Function, want.Message.ToolCalls[k].Function)
+			}
+		}
 	})
 }
 

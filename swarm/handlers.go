@@ -977,15 +977,16 @@ func (s *Server) handleVerboseLogs(w http.ResponseWriter, r *http.Request) {
 
 // handleSyncCode answers AgentJet's /sync_train_code, which uploads a zip
 // of AgentJet's Python trainer for its server to run. troupe trains with
-// its own Go code, so the upload is refused, in the shape AgentJet's
-// client reports ({"success": false, "message": ...}).
+// its own Go code, so the upload is refused the way AgentJet's server
+// answers a failed operation: 200 with {"success": false, "message": ...},
+// which its client raises as an error carrying the message.
 func (s *Server) handleSyncCode(w http.ResponseWriter, r *http.Request) {
 	if _, e := readBody(w, r, s.cfg.MaxBodyBytes); e != nil && e.status == http.StatusBadRequest {
 		swarmError(w, e)
 		return
 	}
 	msg := "troupe swarm servers train with their own code and cannot run an uploaded AgentJet trainer; configure training with sync_train_config instead"
-	writeJSON(w, http.StatusNotImplemented, map[string]any{"success": false, "message": msg, "detail": msg})
+	writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": msg, "error": msg})
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {

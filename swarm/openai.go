@@ -23,9 +23,11 @@ const MaxEpisodeCompletions = 4096
 // OpenAI chat-completions wire types (the subset this server implements).
 
 type chatMessageIn struct {
-	Role    *string         `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    *string         `json:"name"`
+	Role       *string         `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       *string         `json:"name"`
+	ToolCalls  []ChatToolCall  `json:"tool_calls"`
+	ToolCallID *string         `json:"tool_call_id"`
 }
 
 type chatRequestIn struct {
@@ -48,7 +50,43 @@ type chatRequestIn struct {
 	AssistantPrefix *string `json:"assistant_prefix"`
 	// AssistantContext is troupe's extension: answer text given before
 	// the forced prefix, part of the recorded sample's prompt.
-	AssistantContext *string `json:"assistant_context"`
+	AssistantContext *string         `json:"assistant_context"`
+	Tools            []ChatTool      `json:"tools"`
+	ToolChoice       json.RawMessage `json:"tool_choice"`
+	ResponseFormat   json.RawMessage `json:"response_format"`
+	// ParallelToolCalls is accepted; every complete call of the answer is
+	// returned (the server does not constrain sampling).
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
+}
+
+// ChatTool is one entry of a request's "tools".
+type ChatTool struct {
+	Type     string           `json:"type"`
+	Function ChatToolFunction `json:"function"`
+}
+
+// ChatToolFunction describes a callable function; Parameters is a JSON
+// Schema object.
+type ChatToolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// ChatToolCall is a function call of an assistant message (or, with Index
+// set, of a streamed delta).
+type ChatToolCall struct {
+	Index    *int                 `json:"index,omitempty"`
+	ID       string               `json:"id"`
+	Type     string               `json:"type"`
+	Function ChatToolCallFunction `json:"function"`
+}
+
+// ChatToolCallFunction is the called function and its JSON-encoded
+// arguments.
+type ChatToolCallFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // ChatLogProb is one entry of an OpenAI logprobs.content list.
@@ -74,10 +112,12 @@ type ChatLogProbs struct {
 
 // ChatMessage is a message of a response (and of a request, for the client).
 type ChatMessage struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal,omitempty"`
-	Name    string  `json:"name,omitempty"`
+	Role       string         `json:"role"`
+	Content    string         `json:"content"`
+	Refusal    *string        `json:"refusal,omitempty"`
+	Name       string         `json:"name,omitempty"`
+	ToolCalls  []ChatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
 }
 
 // ChatChoice is one choice of a response.
@@ -108,8 +148,9 @@ type ChatResponse struct {
 
 // ChatDelta is the delta of a streamed chunk.
 type ChatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string         `json:"role,omitempty"`
+	Content   *string        `json:"content,omitempty"`
+	ToolCalls []ChatToolCall `json:"tool_calls,omitempty"`
 }
 
 // ChatChunkChoice is one choice of a streamed chunk.
@@ -170,6 +211,31 @@ func parseMessages(in []chatMessageIn) ([]Message, *apiError) {
 		out[i].Role = *m.Role
 		if m.Name != nil {
 			out[i].Name = *m.Name
+		}
+		if len(m.ToolCalls) > 0 && *m.Role != "assistant" {
+			return nil, badRequest(f+".tool_calls", "only assistant messages carry tool calls")
+		}
+		for j, tc := range m.ToolCalls {
+			tf := f + ".tool_calls[" + strconv.Itoa(j) + "]"
+			switch {
+			case tc.ID == "":
+				return nil, badRequest(tf+".id", "missing")
+			case tc.Type != "function":
+				return nil, badRequest(tf+".type", "must be \"function\", got %q", tc.Type)
+			case tc.Function.Name == "":
+				return nil, badRequest(tf+".function.name", "missing")
+			}
+			out[i].ToolCalls = append(out[i].ToolCalls, ToolCall{ID: tc.ID, Type: tc.Type,
+				Function: ToolCallFunction{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
+		}
+		if m.ToolCallID != nil {
+			if *m.Role != "tool" {
+				return nil, badRequest(f+".tool_call_id", "only tool messages answer a tool call")
+			}
+			out[i].ToolCallID = *m.ToolCallID
+		}
+		if *m.Role == "tool" && out[i].ToolCallID == "" {
+			return nil, badRequest(f+".tool_call_id", "missing: a tool message answers the tool call of that id")
 		}
 		c := bytes.TrimSpace(m.Content)
 		switch {
@@ -254,6 +320,222 @@ type chatParams struct {
 	model       string
 	prefix      *string // assistant_prefix
 	context     *string // assistant_context
+	tools       []Tool
+	toolChoice  string // "auto" or "none"
+}
+
+// parseTools says whether tool calls are parsed from the answers.
+func (p *chatParams) parseTools() bool { return len(p.tools) > 0 && p.toolChoice != "none" }
+
+// hasToolHistory says whether earlier turns hold tool calls or results,
+// which only a tool chat template renders faithfully.
+func (p *chatParams) hasToolHistory() bool {
+	for _, m := range p.msgs {
+		if len(m.ToolCalls) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// maxTools bounds the tools of one request.
+const maxTools = 128
+
+// parseToolsRequest validates tools, tool_choice and response_format.
+func parseToolsRequest(req *chatRequestIn, p *chatParams) *apiError {
+	if len(req.Tools) > maxTools {
+		return badRequest("tools", "at most %d tools, got %d", maxTools, len(req.Tools))
+	}
+	seen := map[string]bool{}
+	for i, t := range req.Tools {
+		f := "tools[" + strconv.Itoa(i) + "]"
+		if t.Type != "function" {
+			return badRequest(f+".type", "must be \"function\", got %q", t.Type)
+		}
+		name := t.Function.Name
+		if name == "" || len(name) > 64 || strings.IndexFunc(name, func(r rune) bool {
+			return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		}) >= 0 {
+			return badRequest(f+".function.name", "must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -, got %q", name)
+		}
+		if seen[name] {
+			return badRequest(f+".function.name", "duplicate tool %q", name)
+		}
+		seen[name] = true
+		params := bytes.TrimSpace(t.Function.Parameters)
+		if len(params) > 0 && string(params) != "null" {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(params, &obj) != nil {
+				return badRequest(f+".function.parameters", "must be a JSON Schema object")
+			}
+		} else {
+			params = nil
+		}
+		p.tools = append(p.tools, Tool{Type: t.Type, Function: ToolFunction{Name: name, Description: t.Function.Description, Parameters: params}})
+	}
+	p.toolChoice = "none"
+	if len(p.tools) > 0 {
+		p.toolChoice = "auto"
+	}
+	if c := bytes.TrimSpace(req.ToolChoice); len(c) > 0 && string(c) != "null" {
+		var choice string
+		if json.Unmarshal(c, &choice) != nil {
+			// {"type": "function", "function": {"name": ...}}
+			return badRequest("tool_choice", "forcing a named function is not supported: this server does not constrain sampling (use \"auto\" or \"none\")")
+		}
+		switch choice {
+		case "none", "auto":
+			p.toolChoice = choice
+		case "required":
+			return badRequest("tool_choice", "\"required\" is not supported: this server does not constrain sampling (use \"auto\" or \"none\")")
+		default:
+			return badRequest("tool_choice", "unknown value %q (want \"auto\" or \"none\")", choice)
+		}
+	}
+	if c := bytes.TrimSpace(req.ResponseFormat); len(c) > 0 && string(c) != "null" {
+		var rf struct {
+			Type *string `json:"type"`
+		}
+		if json.Unmarshal(c, &rf) != nil || rf.Type == nil {
+			return badRequest("response_format", "expected an object with a type")
+		}
+		switch *rf.Type {
+		case "text":
+		case "json_object", "json_schema":
+			return badRequest("response_format", "type %q is not supported: this server does not constrain sampling to JSON; ask for JSON in the prompt and validate the answer (for example in the reward)", *rf.Type)
+		default:
+			return badRequest("response_format", "unknown type %q", *rf.Type)
+		}
+	}
+	return nil
+}
+
+// Hermes/Qwen tool-call markup: the model answers a call as
+// <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>.
+const (
+	toolCallOpen  = "<tool_call>"
+	toolCallClose = "</tool_call>"
+)
+
+// parseToolCalls splits an answer into its text and its tool calls: the
+// text is what precedes the first <tool_call> (trailing white space
+// removed), and every later non-blank part must be a complete call of a
+// declared tool whose JSON has a "name" and an object of "arguments". When
+// anything does not fit, ok is false and the answer stays plain text, so
+// nothing the model wrote is lost.
+func parseToolCalls(text string, tools []Tool) (content string, calls []ToolCall, ok bool) {
+	i := strings.Index(text, toolCallOpen)
+	if i < 0 {
+		return text, nil, false
+	}
+	declared := map[string]bool{}
+	for _, t := range tools {
+		declared[t.Function.Name] = true
+	}
+	rest := text[i:]
+	for {
+		rest = strings.TrimLeft(rest, " \t\r\n")
+		if rest == "" {
+			break
+		}
+		body, ok := strings.CutPrefix(rest, toolCallOpen)
+		if !ok {
+			return text, nil, false
+		}
+		end := strings.Index(body, toolCallClose)
+		if end < 0 {
+			return text, nil, false
+		}
+		var c struct {
+			Name      *string         `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		dec := json.NewDecoder(strings.NewReader(body[:end]))
+		if dec.Decode(&c) != nil || dec.More() || c.Name == nil || !declared[*c.Name] {
+			return text, nil, false
+		}
+		args := bytes.TrimSpace(c.Arguments)
+		if len(args) == 0 || string(args) == "null" {
+			args = []byte("{}")
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(args, &obj) != nil {
+			return text, nil, false
+		}
+		var compact bytes.Buffer
+		if json.Compact(&compact, args) != nil {
+			return text, nil, false
+		}
+		calls = append(calls, ToolCall{ID: "call_" + randHex(12), Type: "function", Function: ToolCallFunction{Name: *c.Name, Arguments: compact.String()}})
+		rest = body[end+len(toolCallClose):]
+	}
+	return strings.TrimRight(text[:i], " \t\r\n"), calls, true
+}
+
+// wireToolCalls converts tool calls to their wire form; with indexed, each
+// carries its index (streamed deltas).
+func wireToolCalls(calls []ToolCall, indexed bool) []ChatToolCall {
+	out := make([]ChatToolCall, len(calls))
+	for k, c := range calls {
+		out[k] = ChatToolCall{ID: c.ID, Type: c.Type, Function: ChatToolCallFunction{Name: c.Function.Name, Arguments: c.Function.Arguments}}
+		if indexed {
+			out[k].Index = &k
+		}
+	}
+	return out
+}
+
+// foldToolCalls renders the tool calls of assistant messages into their
+// content in the Hermes form, for a model without a tool chat template: the
+// prompt then shows the calls as the model would have written them instead
+// of dropping them.
+func foldToolCalls(msgs []Message) []Message {
+	out := slices.Clone(msgs)
+	for i, m := range out {
+		if len(m.ToolCalls) == 0 {
+			continue
+		}
+		var sb strings.Builder
+		sb.WriteString(m.Content)
+		for _, c := range m.ToolCalls {
+			args := c.Function.Arguments
+			if !json.Valid([]byte(args)) {
+				b, _ := json.Marshal(args)
+				args = string(b)
+			}
+			name, _ := json.Marshal(c.Function.Name)
+			if sb.Len() > 0 {
+				sb.WriteString("\n")
+			}
+			fmt.Fprintf(&sb, "%s\n{\"name\": %s, \"arguments\": %s}\n%s", toolCallOpen, name, args, toolCallClose)
+		}
+		out[i].Content, out[i].ToolCalls = sb.String(), nil
+	}
+	return out
+}
+
+// chatPrompt renders the request's messages (and tools) with the model's
+// chat template.
+func (s *Server) chatPrompt(p *chatParams) ([]int, *apiError) {
+	tp, hasTools := s.model.(ToolChatPrompter)
+	var prompt []int
+	var err error
+	switch {
+	case hasTools && (len(p.tools) > 0 || p.hasToolHistory()):
+		var tools []Tool
+		if p.toolChoice != "none" {
+			tools = p.tools
+		}
+		prompt, err = tp.ChatPromptTools(p.msgs, tools)
+	case len(p.tools) > 0:
+		return nil, badRequest("tools", "model %q has no chat template for tools (it does not implement swarm.ToolChatPrompter); send the request without tools", s.model.Name())
+	default:
+		prompt, err = s.model.ChatPrompt(foldToolCalls(p.msgs))
+	}
+	if err != nil {
+		return nil, badRequest("messages", "%v", err)
+	}
+	return prompt, nil
 }
 
 func (s *Server) parseChat(body []byte, maxResp int) (*chatParams, *apiError) {
@@ -309,6 +591,9 @@ func (s *Server) parseChat(body []byte, maxResp int) (*chatParams, *apiError) {
 		p.maxTokens = min(maxResp, perChoice)
 	}
 	if p.stop, e = parseStop(req.Stop); e != nil {
+		return nil, e
+	}
+	if e = parseToolsRequest(&req, p); e != nil {
 		return nil, e
 	}
 	p.seed = req.Seed
@@ -411,9 +696,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		openaiError(w, e)
 		return
 	}
-	prompt, err := s.model.ChatPrompt(p.msgs)
-	if err != nil {
-		openaiError(w, badRequest("messages", "%v", err))
+	prompt, e := s.chatPrompt(p)
+	if e != nil {
+		openaiError(w, e)
 		return
 	}
 	if len(prompt) > tc.MaxPromptTokens {
@@ -444,6 +729,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			}
 			prompt = append(slices.Clip(prompt), given...)
 		}
+		var err error
 		if forced, err = enc.EncodeText(*p.prefix); err != nil || len(forced) == 0 {
 			openaiError(w, badRequest("assistant_prefix", "cannot be encoded: %v", err))
 			return
@@ -583,7 +869,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		if truncated {
 			finish = "stop"
 		}
-		choices[i] = ChatChoice{Index: i, Message: ChatMessage{Role: "assistant", Content: content}, FinishReason: finish}
+		msg := ChatMessage{Role: "assistant", Content: content}
+		if p.parseTools() {
+			if text, calls, ok := parseToolCalls(content, p.tools); ok {
+				msg.Content, msg.ToolCalls, finish = text, wireToolCalls(calls, false), "tool_calls"
+			}
+		}
+		choices[i] = ChatChoice{Index: i, Message: msg, FinishReason: finish}
 		if p.logprobs {
 			choices[i].LogProbs = s.logprobsObject(g, 0, len(g.Tokens))
 		}

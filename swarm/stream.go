@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -66,6 +67,8 @@ type choiceStream struct {
 	emitted           int    // bytes of text sent as content
 	lpFrom            int    // first token whose logprobs entry is not sent
 	g                 Generation
+	toolAt            int  // offset of the first <tool_call> in text, when toolFound
+	toolFound         bool // (requests with tools only)
 }
 
 func newChatStream(s *Server, w http.ResponseWriter, cancel context.CancelFunc, p *chatParams, id string, created int64, model string) *chatStream {
@@ -231,6 +234,9 @@ func (cs *chatStream) safeEnd(ch *choiceStream) int {
 			break
 		}
 	}
+	if cs.p.parseTools() {
+		limit = min(limit, cs.toolSafeEnd(ch))
+	}
 	i := ch.emitted
 	for i < limit && utf8.FullRune(b[i:]) {
 		_, n := utf8.DecodeRune(b[i:])
@@ -240,6 +246,34 @@ func (cs *chatStream) safeEnd(ch *choiceStream) int {
 		i += n
 	}
 	return i
+}
+
+// toolSafeEnd is how far the text of a request with tools is final: a
+// <tool_call> (or what may begin one at the end) and everything after it
+// wait for the finish, which parses the calls, and so does white space
+// before it, which the message content leaves out when calls follow.
+func (cs *chatStream) toolSafeEnd(ch *choiceStream) int {
+	b := ch.text
+	if !ch.toolFound {
+		if k := bytes.Index(b[ch.emitted:], []byte(toolCallOpen)); k >= 0 {
+			ch.toolAt, ch.toolFound = ch.emitted+k, true
+		}
+	}
+	limit := len(b)
+	if ch.toolFound {
+		limit = ch.toolAt
+	} else {
+		for k := max(ch.emitted, len(b)-len(toolCallOpen)+1); k < len(b); k++ {
+			if bytes.HasPrefix([]byte(toolCallOpen), b[k:]) {
+				limit = k
+				break
+			}
+		}
+	}
+	for limit > ch.emitted && strings.IndexByte(" \t\r\n", b[limit-1]) >= 0 {
+		limit--
+	}
+	return limit
 }
 
 // stopPrefix says whether x is a proper prefix of a stop sequence.
@@ -265,6 +299,12 @@ func (cs *chatStream) finishChoice(i int, reason string) {
 	if cut {
 		reason = "stop"
 	}
+	var calls []ToolCall
+	if cs.p.parseTools() {
+		if text, cc, ok := parseToolCalls(content, cs.p.tools); ok {
+			content, calls, reason = text, cc, "tool_calls"
+		}
+	}
 	rest := ""
 	if ch.emitted < len(content) {
 		rest = content[ch.emitted:]
@@ -278,6 +318,9 @@ func (cs *chatStream) finishChoice(i int, reason string) {
 		cs.send(cs.chunk(c))
 	}
 	ch.emitted = len(content)
+	if len(calls) > 0 {
+		cs.send(cs.chunk(ChatChunkChoice{Index: i, Delta: ChatDelta{ToolCalls: wireToolCalls(calls, true)}}))
+	}
 	cs.send(cs.chunk(ChatChunkChoice{Index: i, Delta: ChatDelta{}, FinishReason: &reason}))
 	ch.finished = true
 }
