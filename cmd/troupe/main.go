@@ -34,6 +34,9 @@ Run "troupe swarm serve -h" for the flags.
 func main() {
 	if len(os.Args) >= 2 && os.Args[1] == "lm" {
 		if err := lmMain(os.Args[2:], os.Stdin, os.Stdout); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return
+			}
 			fmt.Fprintln(os.Stderr, "troupe lm:", err)
 			os.Exit(1)
 		}

@@ -238,6 +238,10 @@ func writeFileAtomic(path string, write func(*os.File) error) error {
 		return err
 	}
 	defer os.Remove(f.Name())
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
 	if err := write(f); err != nil {
 		f.Close()
 		return err
