@@ -22,7 +22,9 @@ func setupGlobals(e *env) {
 	e.vars["raise_exception"] = &function{name: "raise_exception", call: func(ip *interp, args []any, kw *Map) any {
 		msg := ""
 		if len(args) > 0 {
-			if _, ok := args[0].(undefined); !ok {
+			switch args[0].(type) {
+			case nil, undefined:
+			default:
 				msg = jsString(args[0])
 			}
 		}
@@ -586,14 +588,14 @@ func (ip *interp) filterPlain(v any, name string) any {
 		switch name {
 		case "list":
 			return o
-		case "first":
+		case "first", "last":
 			if len(o) == 0 {
+				// Jinja2's undefined; the JS port yields a bare JavaScript
+				// undefined that most later uses of it trip over.
 				return undefined{}
 			}
-			return o[0]
-		case "last":
-			if len(o) == 0 {
-				return undefined{}
+			if name == "first" {
+				return o[0]
 			}
 			return o[len(o)-1]
 		case "length":

@@ -57,6 +57,15 @@
 // ensure_ascii, sort_keys and separators; trim, length, items, default,
 // join, map, selectattr, sort, …).
 //
+// Where the JS port fails on a JavaScript error rather than a template
+// error, the package does what Python's Jinja2 would, and the output
+// differs: first and last of an empty list are undefined (the JS port
+// crashes on most uses of its result), a tuple prints and serialises as a
+// list and unpacks in a for loop (the JS port rejects all three), and
+// negative zero is an integer 0 (the JS port keeps -0, which only shows as
+// "-0.0" after a float filter). A randomised differential test
+// (TestRandomTemplatesMatchJS) keeps the rest in step with the JS port.
+//
 // # Why an interpreter of its own
 //
 // Of the Go Jinja engines, github.com/nikolalohinski/gonja/v2 was tried on

@@ -1150,11 +1150,13 @@ func strictEqual(a, b any) bool {
 		return identical(a, b)
 	}
 	switch a := a.(type) {
-	case nil:
-		return b == nil
-	case undefined:
-		_, ok := b.(undefined)
-		return ok
+	case nil, undefined:
+		// none and undefined both wrap JavaScript's undefined.
+		switch b.(type) {
+		case nil, undefined:
+			return true
+		}
+		return false
 	case bool:
 		bb, ok := b.(bool)
 		return ok && a == bb

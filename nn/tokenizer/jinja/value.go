@@ -490,7 +490,9 @@ func floatString(f float64) string {
 func display(v any) string {
 	switch v := v.(type) {
 	case nil:
-		return "null"
+		// The JS port's none wraps JavaScript's undefined, so it prints as
+		// "undefined" where a list is turned into text ([none] ~ "").
+		return "undefined"
 	case undefined:
 		return "undefined"
 	case bool:
