@@ -55,7 +55,7 @@ func parseOptions(args []string) (options, error) {
 		fmt.Fprintf(fs.Output(), "usage: translation [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
 		c := DefaultConfig()
-		fmt.Fprintf(fs.Output(), "\nHyper-parameters (-config, -set) and their defaults:\n%s", c.String())
+		fmt.Fprintf(fs.Output(), "\nHyper-parameters (-config, -set) and their defaults (Config in config.go says what each means):\n%s", c.String())
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -97,17 +97,17 @@ func TestQuickRun(t *testing.T) {
 	if d := eval.Mean(rep.detFixed.sent); !near(d, rep.detFixed.Detection) {
 		t.Errorf("fixed inputs: sentence mean detection %g, report %g", d, rep.detFixed.Detection)
 	}
-	// differences.tsv (for -pool) holds the same per-sentence differences.
+	// differences.json (for -pool) holds the same per-sentence differences.
 	rd, err := readDifferences(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rd.sentences) != rep.flowAfter.N || len(rd.keys) != 6 || rd.keys[5] != "detector_reward_fixed" {
-		t.Fatalf("differences.tsv: %d sentences, columns %v; want %d and 6", len(rd.sentences), rd.keys, rep.flowAfter.N)
+	if len(rd.Sentences) != rep.flowAfter.N || len(rd.Keys) != 6 || rd.Keys[5] != "detector_reward_fixed" {
+		t.Fatalf("differences.json: %d sentences, columns %v; want %d and 6", len(rd.Sentences), rd.Keys, rep.flowAfter.N)
 	}
 	for k, want := range map[int]float64{0: rep.flowAfter.ChrF - rep.aloneAfter.ChrF, 2: rep.flowAfter.Agent3ChrF - rep.aloneAfter.ChrF, 4: rep.flowAfter.Detection - rep.flowBefore.Detection} {
-		if d := eval.Mean(rd.d[k]); !near(d, want) {
-			t.Errorf("differences.tsv %s %g, report %g", rd.keys[k], d, want)
+		if d := eval.Mean(rd.D[k]); !near(d, want) {
+			t.Errorf("differences.json %s %g, report %g", rd.Keys[k], d, want)
 		}
 	}
 	// Pooling two copies of the run gives the run's own means.

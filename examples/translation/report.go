@@ -34,7 +34,7 @@ type report struct {
 	// detFixed is the detector after RL on the warm-start row's inputs.
 	detFixed detScore
 	// sentences are the English sources of the evaluated sentences, in
-	// the order of the metrics' per-sentence figures (differences.tsv).
+	// the order of the metrics' per-sentence figures (differences.json).
 	sentences []string
 }
 
@@ -147,14 +147,14 @@ func (r *report) write(dir string) error {
 const bootstrapResamples = 2000
 
 // diffRow is one headline difference of the report, a[i] − b[i] per
-// evaluated sentence; key names its column in differences.tsv.
+// evaluated sentence; key names its column in differences.json.
 type diffRow struct {
 	key, name string
 	a, b      []float64
 }
 
 // differences are the report's headline differences, in the order of its
-// interval table and of differences.tsv's columns.
+// interval table and of differences.json's columns.
 func (r *report) differences() []diffRow {
 	f := func(m metrics, x func(sentScore) float64) []float64 {
 		out := make([]float64, len(m.sent))
