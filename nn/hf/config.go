@@ -80,6 +80,7 @@ type rawConfig struct {
 	RMSNormEps            float64         `json:"rms_norm_eps"`
 	RopeTheta             float64         `json:"rope_theta,omitempty"`
 	RopeScaling           json.RawMessage `json:"rope_scaling,omitempty"`
+	RopeParameters        json.RawMessage `json:"rope_parameters,omitempty"`
 	TieWordEmbeddings     *bool           `json:"tie_word_embeddings,omitempty"`
 	AttentionBias         bool            `json:"attention_bias,omitempty"`
 	MLPBias               bool            `json:"mlp_bias,omitempty"`
@@ -89,6 +90,7 @@ type rawConfig struct {
 	BOSTokenID            json.RawMessage `json:"bos_token_id,omitempty"`
 	EOSTokenID            json.RawMessage `json:"eos_token_id,omitempty"`
 	TorchDType            string          `json:"torch_dtype,omitempty"`
+	DType                 string          `json:"dtype,omitempty"`
 }
 
 // LoadConfig reads dir/config.json.
@@ -127,6 +129,25 @@ func ParseConfig(b []byte) (Config, error) {
 		Heads: r.NumAttentionHeads, KVHeads: r.NumKeyValueHeads, HeadDim: r.HeadDim,
 		Intermediate: r.IntermediateSize, MaxPos: r.MaxPositionEmbeddings, RMSEps: r.RMSNormEps,
 		RopeTheta: r.RopeTheta, MLPBias: r.MLPBias, DType: r.TorchDType,
+	}
+	if c.DType == "" {
+		c.DType = r.DType
+	}
+	// Newer transformers releases write rope_theta and the scaling together
+	// as rope_parameters.
+	if len(r.RopeParameters) > 0 && string(r.RopeParameters) != "null" {
+		var rp struct {
+			RopeTheta float64 `json:"rope_theta"`
+		}
+		if err := json.Unmarshal(r.RopeParameters, &rp); err != nil {
+			return Config{}, fmt.Errorf("config.json: rope_parameters: %w", err)
+		}
+		if rp.RopeTheta > 0 {
+			c.RopeTheta = rp.RopeTheta
+		}
+		if len(r.RopeScaling) == 0 || string(r.RopeScaling) == "null" {
+			r.RopeScaling = r.RopeParameters
+		}
 	}
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads

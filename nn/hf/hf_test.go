@@ -362,3 +362,30 @@ func TestConfigRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigForms: config.json as different transformers releases write it
+// (rope_theta and rope_scaling, or rope_parameters; torch_dtype or dtype).
+func TestConfigForms(t *testing.T) {
+	older := `{"architectures":["LlamaForCausalLM"],"vocab_size":10,"hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,
+		"num_attention_heads":2,"num_key_value_heads":1,"max_position_embeddings":64,"rms_norm_eps":1e-5,"rope_theta":500000.0,
+		"rope_scaling":{"factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192,"rope_type":"llama3"},
+		"tie_word_embeddings":false,"torch_dtype":"bfloat16","eos_token_id":[1,2],"pretraining_tp":1}`
+	newer := `{"architectures":["LlamaForCausalLM"],"vocab_size":10,"hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,
+		"num_attention_heads":2,"num_key_value_heads":1,"max_position_embeddings":64,"rms_norm_eps":1e-5,
+		"rope_parameters":{"rope_theta":500000.0,"factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192,"rope_type":"llama3"},
+		"tie_word_embeddings":false,"dtype":"bfloat16","eos_token_id":[1,2]}`
+	a, err := ParseConfig([]byte(older))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseConfig([]byte(newer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Errorf("the two forms parse differently (-rope_scaling +rope_parameters):\n%s", diff)
+	}
+	if a.RopeTheta != 500000 || a.RopeScaling == nil || a.RopeScaling.Factor != 8 || a.HeadDim != 4 || !cmp.Equal(a.EOS, []int{1, 2}) {
+		t.Errorf("parsed %+v", a)
+	}
+}
