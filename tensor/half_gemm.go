@@ -122,6 +122,10 @@ type halfPath struct {
 	gemv         func(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32)
 	gemvR, gemvM int
 	gemvK        int
+	// gemvPairBF16: for bfloat16, gemv wants x with each block of 16
+	// values reordered as the 8 even-indexed then the 8 odd-indexed ones
+	// (pairOrder16).
+	gemvPairBF16 bool
 	widen        func(dst []float32, src []uint16, f Half)
 }
 
@@ -295,11 +299,25 @@ func packTransposeHalfGo(panel []float32, src []uint16, ld, w, width, kb int, f 
 // with few rows: B's rows are split into contiguous ranges, one goroutine
 // each, when the product is large enough to pay for the goroutines.
 func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+	// x as the kernel reads it: A itself, or a reordered copy of the part
+	// the kernel covers.
+	xk, ldxk := a, lda
+	if kv := k / hp.gemvK * hp.gemvK; hp.gemvPairBF16 && f == BF16 && kv > 0 && n >= hp.gemvR {
+		bp := pairBufPool.Get().(*[]float32)
+		defer pairBufPool.Put(bp)
+		if cap(*bp) < m*kv {
+			*bp = make([]float32, m*kv)
+		}
+		xk, ldxk = (*bp)[:m*kv], kv
+		for i := 0; i < m; i++ {
+			pairOrder16(xk[i*kv:(i+1)*kv], a[i*lda:i*lda+kv])
+		}
+	}
 	// Each goroutine should stream at least gemvParMinWeights weights.
 	const gemvParMinWeights = 1 << 18
 	nw := min(threads, n*k/gemvParMinWeights, n/hp.gemvR)
 	if nw <= 1 {
-		gemvHalfSerial(hp, m, n, k, alpha, a, lda, b, ldb, f, beta, c, ldc)
+		gemvHalfSerial(hp, m, n, k, alpha, a, lda, xk, ldxk, b, ldb, f, beta, c, ldc)
 		return
 	}
 	tn := n / hp.gemvR
@@ -313,19 +331,37 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gemvHalfSerial(hp, m, j1-j0, k, alpha, a, lda, b[j0*ldb:], ldb, f, beta, c[j0:], ldc)
+			gemvHalfSerial(hp, m, j1-j0, k, alpha, a, lda, xk, ldxk, b[j0*ldb:], ldb, f, beta, c[j0:], ldc)
 		}()
 	}
 	wg.Wait()
 }
 
+var pairBufPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// pairOrder16 copies src to dst with each block of 16 values reordered as
+// its 8 even-indexed values followed by its 8 odd-indexed ones; len(src) is
+// a multiple of 16.
+func pairOrder16(dst, src []float32) {
+	dst = dst[:len(src)]
+	for c := 0; c+16 <= len(src); c += 16 {
+		s := (*[16]float32)(src[c:])
+		d := (*[16]float32)(dst[c:])
+		for j := 0; j < 8; j++ {
+			d[j] = s[2*j]
+			d[8+j] = s[2*j+1]
+		}
+	}
+}
+
 // gemvHalfSerial computes C = alpha·A·Bᵀ + beta·C (B n×k) on the calling
-// goroutine. For each block of gemvR rows of B, the kernel runs over the
-// rows of A in groups of at most gemvM, so the block is read from memory
+// goroutine; the kernel reads x from xk (row stride ldxk: A, or A in the
+// order the kernel wants), the Go code the values past the kernel's part of
+// k from A. For each block of gemvR rows of B, the kernel runs over the
+// rows of x in groups of at most gemvM, so the block is read from memory
 // once and from cache by the later groups. A last partial block reuses the
-// kernel on the final gemvR rows (recomputing some) when n ≥ gemvR; k's
-// remainder past a multiple of gemvK is added here.
-func gemvHalfSerial(hp *halfPath, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+// kernel on the final gemvR rows (recomputing some) when n ≥ gemvR.
+func gemvHalfSerial(hp *halfPath, m, n, k int, alpha float32, a []float32, lda int, xk []float32, ldxk int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
 	R, M := hp.gemvR, hp.gemvM
 	kv := k / hp.gemvK * hp.gemvK
 	var dstArr [64]float32
@@ -333,6 +369,7 @@ func gemvHalfSerial(hp *halfPath, m, n, k int, alpha float32, a []float32, lda i
 	gemv := hp.gemv
 	if n < R {
 		R, M, kv = n, 1, k
+		xk, ldxk = a, lda
 		dst = dstArr[:R]
 		gemv = func(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
 			gemvHalfGoRows(R, mx, k, x, ldx, w, ldw, f, dst)
@@ -346,14 +383,13 @@ func gemvHalfSerial(hp *halfPath, m, n, k int, alpha float32, a []float32, lda i
 		w := b[jb*ldb : jb*ldb+(R-1)*ldb+k]
 		for i0 := 0; i0 < m; i0 += M {
 			mx := min(M, m-i0)
-			x := a[i0*lda : i0*lda+(mx-1)*lda+k]
 			if kv > 0 {
-				gemv(mx, kv, x, lda, w, ldb, f, dst)
+				gemv(mx, kv, xk[i0*ldxk:i0*ldxk+(mx-1)*ldxk+kv], ldxk, w, ldb, f, dst)
 			} else {
 				clear(dst)
 			}
 			for i := 0; i < mx; i++ {
-				xi := x[i*lda : i*lda+k]
+				xi := a[(i0+i)*lda : (i0+i)*lda+k]
 				crow := c[(i0+i)*ldc+jb : (i0+i)*ldc+jb+R]
 				for r := j0 - jb; r < R; r++ {
 					s := dst[i*R+r]

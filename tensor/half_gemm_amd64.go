@@ -28,22 +28,22 @@ func packTBF16AVX2(panel *float32, src *uint16, ld, width, r8, k8 int)
 func packTF16AVX2(panel *float32, src *uint16, ld, width, r8, k8 int)
 
 //go:noescape
-func hgemvBF16AVX2M1(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvBF16AVX2M1(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
 
 //go:noescape
-func hgemvBF16AVX2M2(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvBF16AVX2M2(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
 
 //go:noescape
-func hgemvBF16AVX2M3(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvBF16AVX2M3(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
 
 //go:noescape
-func hgemvF16AVX2M1(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvF16AVX2M1(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
 
 //go:noescape
-func hgemvF16AVX2M2(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvF16AVX2M2(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
 
 //go:noescape
-func hgemvF16AVX2M3(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvF16AVX2M3(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
 
 // hasHalfAVX2 reports whether the CPU has the AVX2, FMA and F16C
 // instructions of half_gemm_amd64.s.
@@ -54,8 +54,8 @@ var hasHalfAVX2 = hasAVX2 && cpu.X86.HasF16C
 // matrix-vector kernel are the AVX2 ones, which reach the memory bandwidth
 // that bounds them.
 var (
-	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 8, widen: widenAVX2}
-	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 8, widen: widenAVX2}
+	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPairBF16: true, widen: widenAVX2}
+	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPairBF16: true, widen: widenAVX2}
 )
 
 // halfPaths lists the GemmHalf implementations of this build, fastest
@@ -123,31 +123,31 @@ func packBHalfAVX2(dst []float32, transB bool, b []uint16, ldb, p0, j0, kb, nb, 
 }
 
 // gemvHalfAVX2 is the matrix-vector kernel of halfPath: 4 rows of w by
-// mx ≤ 3 rows of x, k a multiple of 8. The slicing by the caller bounds
-// what the kernel reads.
+// mx ≤ 3 rows of x, k a multiple of 16, x in pair order for bfloat16. The
+// slicing by the caller bounds what the kernel reads.
 func gemvHalfAVX2(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
 	_ = x[(mx-1)*ldx+k-1]
 	_ = w[3*ldw+k-1]
 	_ = dst[4*mx-1]
-	k8 := k / 8
+	k16 := k / 16
 	xp, wp, dp := &x[0], &w[0], &dst[0]
 	if f == BF16 {
 		switch mx {
 		case 1:
-			hgemvBF16AVX2M1(k8, xp, ldx, wp, ldw, dp)
+			hgemvBF16AVX2M1(k16, xp, ldx, wp, ldw, dp)
 		case 2:
-			hgemvBF16AVX2M2(k8, xp, ldx, wp, ldw, dp)
+			hgemvBF16AVX2M2(k16, xp, ldx, wp, ldw, dp)
 		default:
-			hgemvBF16AVX2M3(k8, xp, ldx, wp, ldw, dp)
+			hgemvBF16AVX2M3(k16, xp, ldx, wp, ldw, dp)
 		}
 		return
 	}
 	switch mx {
 	case 1:
-		hgemvF16AVX2M1(k8, xp, ldx, wp, ldw, dp)
+		hgemvF16AVX2M1(k16, xp, ldx, wp, ldw, dp)
 	case 2:
-		hgemvF16AVX2M2(k8, xp, ldx, wp, ldw, dp)
+		hgemvF16AVX2M2(k16, xp, ldx, wp, ldw, dp)
 	default:
-		hgemvF16AVX2M3(k8, xp, ldx, wp, ldw, dp)
+		hgemvF16AVX2M3(k16, xp, ldx, wp, ldw, dp)
 	}
 }

@@ -167,24 +167,44 @@ func genPackT(f format) {
 	emit("")
 }
 
-// genGemv writes hgemv<F>AVX2M<M>(k8 int, x *float32, ldx int, w *uint16,
-// ldw int, dst *float32): dst[i*4+r] = Σ_{p<8·k8} x[i*ldx+p]·w[r*ldw+p] for
-// i < M, r < 4. The 4·M accumulators stay in Y0–Y(4M-1) over the whole
-// length; each step loads M vectors of x and widens one vector of each of
-// the four rows of w (four streams from memory). At the end each group of
-// four accumulators is reduced horizontally into four sums.
+// genGemv writes hgemv<F>AVX2M<M>(k16 int, x *float32, ldx int, w *uint16,
+// ldw int, dst *float32): dst[i*4+r] = Σ_p x[i*ldx+p]·w[r*ldw+p] for i < M,
+// r < 4, over 16·k16 values, reading four rows of w as four streams.
+//
+// Each step of 16 values yields two vectors of eight widened weights per
+// row, part 0 and part 1, which meet the x vectors at offsets 0 and 32 bytes
+// of the step's 64 bytes of x. For binary16 the parts are values 0–7 and
+// 8–15 (two VCVTPH2PS), x as stored. For bfloat16 one 32-byte load holds
+// the 16 values as pairs in 32-bit lanes: shifting each lane left by 16
+// widens the even values and masking off the low half widens the odd ones,
+// three instructions for 16 weights. The caller therefore passes x with
+// each block of 16 reordered as its 8 even then its 8 odd values.
+//
+// With one row of x, part 1 accumulates separately (eight FMA chains hide
+// the FMA latency) and is added at the end; with two, x stays in registers;
+// with three, the FMAs read x from memory (L1) to free registers for the 12
+// accumulators.
 func genGemv(f format, M int) {
 	name := fmt.Sprintf("hgemv%sAVX2M%d", f.name, M)
 	const R = 4
-	acc := func(i, r int) string { return y(i*R + r) }
-	xr := func(i int) string { return y(R*M + i) }
-	temps := []int{}
-	for t := R*M + M; t < 16 && len(temps) < 2; t++ {
-		temps = append(temps, t)
+	sets := 1
+	if M == 1 {
+		sets = 2
 	}
-	emit("// func %s(k8 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)", name)
+	acc := func(set, i, r int) string { return y(set*R*M + i*R + r) }
+	next := sets * R * M
+	xInReg := M <= 2
+	xBase := next
+	xr := func(i, part int) string { return y(xBase + 2*i + part) }
+	if xInReg {
+		next += 2 * M
+	}
+	t0, t1 := y(next), y(next+1)
+	mask := y(next + 2)
+	bf16 := f.name == "BF16"
+	emit("// func %s(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)", name)
 	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
-	emit("\tMOVQ k8+0(FP), CX")
+	emit("\tMOVQ k16+0(FP), CX")
 	emit("\tMOVQ x+8(FP), AX")
 	emit("\tMOVQ ldx+16(FP), R8")
 	emit("\tSHLQ $2, R8")
@@ -193,48 +213,75 @@ func genGemv(f format, M int) {
 	emit("\tSHLQ $1, DX")
 	emit("\tLEAQ (DX)(DX*2), R10")
 	emit("\tMOVQ dst+40(FP), DI")
-	for i := 0; i < R*M; i++ {
+	emit("\tLEAQ (BX)(DX*4), R11") // the next block of rows, prefetched
+	for i := 0; i < sets*R*M; i++ {
 		emit("\tVXORPS %s, %s, %s", y(i), y(i), y(i))
+	}
+	if bf16 {
+		emit("\tVPCMPEQD %s, %s, %s", mask, mask, mask)
+		emit("\tVPSLLD $16, %s, %s", mask, mask)
 	}
 	xRows := []string{"(AX)", "(AX)(R8*1)", "(AX)(R8*2)"}
 	wRows := []string{"(BX)", "(BX)(DX*1)", "(BX)(DX*2)", "(BX)(R10*1)"}
-	tc := 0
-	body := func(u int) {
+	emit("\tTESTQ CX, CX")
+	emit("\tJEQ %s_reduce", name)
+	emit("%s_loop:", name)
+	if xInReg {
 		for i := 0; i < M; i++ {
-			emit("\tVMOVUPS %d%s, %s", 32*u, xRows[i], xr(i))
+			emit("\tVMOVUPS %s, %s", xRows[i], xr(i, 0))
+			emit("\tVMOVUPS 32%s, %s", xRows[i], xr(i, 1))
 		}
-		for r := 0; r < R; r++ {
-			t := y(temps[tc%len(temps)])
-			tc++
-			f.conv(fmt.Sprintf("%d%s", 16*u, wRows[r]), t)
-			for i := 0; i < M; i++ {
-				emit("\tVFMADD231PS %s, %s, %s", xr(i), t, acc(i, r))
+	}
+	for r := 0; r < R; r++ {
+		// t0: part 0, t1: part 1.
+		if bf16 {
+			emit("\tVMOVDQU %s, %s", wRows[r], t1)
+			emit("\tVPSLLD $16, %s, %s", t1, t0)
+			emit("\tVPAND %s, %s, %s", mask, t1, t1)
+		} else {
+			emit("\tVCVTPH2PS %s, %s", wRows[r], t0)
+			emit("\tVCVTPH2PS 16%s, %s", wRows[r], t1)
+		}
+		for i := 0; i < M; i++ {
+			for part, t := range []string{t0, t1} {
+				set := 0
+				if sets == 2 {
+					set = part
+				}
+				if xInReg {
+					emit("\tVFMADD231PS %s, %s, %s", xr(i, part), t, acc(set, i, r))
+				} else {
+					emit("\tVFMADD231PS %d%s, %s, %s", 32*part, xRows[i], t, acc(set, i, r))
+				}
 			}
 		}
 	}
-	emit("\tMOVQ CX, R9")
-	emit("\tSHRQ $1, R9")
-	emit("\tJEQ %s_tail", name)
-	emit("%s_loop:", name)
-	body(0)
-	body(1)
+	emit("\tPREFETCHT0 (R11)")
+	emit("\tPREFETCHT0 64(R11)")
+	emit("\tADDQ $128, R11")
 	emit("\tADDQ $64, AX")
 	emit("\tADDQ $32, BX")
-	emit("\tDECQ R9")
+	emit("\tDECQ CX")
 	emit("\tJNE %s_loop", name)
-	emit("%s_tail:", name)
-	emit("\tANDQ $1, CX")
-	emit("\tJEQ %s_reduce", name)
-	body(0)
 	emit("%s_reduce:", name)
-	// Y12, Y13 are free once the loop is done (x and temporaries).
+	if sets == 2 {
+		for r := 0; r < R; r++ {
+			emit("\tVADDPS %s, %s, %s", acc(1, 0, r), acc(0, 0, r), acc(0, 0, r))
+		}
+	}
+	// Y12, Y13 (or, for one row of x, Y8, Y9) are free once the loop is done.
+	h0, h1 := "Y12", "Y13"
+	l0, l1 := "X12", "X13"
+	if sets == 2 {
+		h0, h1, l0, l1 = "Y8", "Y9", "X8", "X9"
+	}
 	for i := 0; i < M; i++ {
-		emit("\tVHADDPS %s, %s, Y12", acc(i, 1), acc(i, 0))
-		emit("\tVHADDPS %s, %s, Y13", acc(i, 3), acc(i, 2))
-		emit("\tVHADDPS Y13, Y12, Y12")
-		emit("\tVEXTRACTF128 $1, Y12, X13")
-		emit("\tVADDPS X13, X12, X12")
-		emit("\tVMOVUPS X12, %d(DI)", 16*i)
+		emit("\tVHADDPS %s, %s, %s", acc(0, i, 1), acc(0, i, 0), h0)
+		emit("\tVHADDPS %s, %s, %s", acc(0, i, 3), acc(0, i, 2), h1)
+		emit("\tVHADDPS %s, %s, %s", h1, h0, h0)
+		emit("\tVEXTRACTF128 $1, %s, %s", h0, l1)
+		emit("\tVADDPS %s, %s, %s", l1, l0, l0)
+		emit("\tVMOVUPS %s, %d(DI)", l0, 16*i)
 	}
 	emit("\tVZEROUPPER")
 	emit("\tRET")
