@@ -178,8 +178,26 @@ func (m *Model) attend(l int, o, q, k, v []float32, sp span) {
 	}
 	nk := sp.pos0 + sp.n
 	scale := float32(1 / math.Sqrt(float64(D)))
-	s := make([]float32, sp.n*nk)
 	group := c.Heads / c.KVHeads
+	if sp.n == 1 {
+		// Decoding: the query heads that share a key/value head are
+		// contiguous in the row, so each group is one product of its
+		// heads (as rows) with the cached keys, at one position.
+		s := make([]float32, group*nk)
+		lo := m.window(sp.pos0)
+		for g := 0; g < c.KVHeads; g++ {
+			qo := sp.off*QD + g*group*D
+			tensor.Gemm(false, true, group, nk, D, scale, q[qo:], D, keys[g*D:], KVD, 0, s, nk)
+			for r := 0; r < group; r++ {
+				row := s[r*nk : (r+1)*nk]
+				tensor.SoftmaxRows(row[lo:], row[lo:], 1, nk-lo)
+				clear(row[:lo])
+			}
+			tensor.Gemm(false, false, group, D, nk, 1, s, nk, vals[g*D:], KVD, 0, o[qo:], D)
+		}
+		return
+	}
+	s := make([]float32, sp.n*nk)
 	for hd := 0; hd < c.Heads; hd++ {
 		g := hd / group
 		tensor.Gemm(false, true, sp.n, nk, D, scale, q[sp.off*QD+hd*D:], QD, keys[g*D:], KVD, 0, s, nk)
