@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -123,4 +124,125 @@ func TestRandomTemplatesMatchJS(t *testing.T) {
 		t.Errorf("only %d of %d random templates rendered; the generator makes too many errors to test much", rendered, n)
 	}
 	t.Logf("%d of %d random templates rendered, the rest failed in both engines", rendered, n)
+}
+
+// layout builds random template text: plain text with spaces, tabs and
+// newlines around statements, expressions and comments with and without
+// whitespace-control hyphens, to exercise trim_blocks, lstrip_blocks and
+// the hyphens against the JS engine.
+func (g exprGen) layout() string {
+	var b []byte
+	ws := func() {
+		for k := g.r.IntN(4); k > 0; k-- {
+			b = append(b, g.pick(" ", "\t", "\n", "  ", "\n  ", "x", "y ", "%}", "-}", "#}")...)
+		}
+	}
+	open := func(kind string) string { return "{" + kind + g.pick("", "-", "") + " " }
+	closeTag := func(kind string) string { return " " + g.pick("", "-", "") + kind + "}" }
+	depth := 0
+	for i := 4 + g.r.IntN(10); i > 0; i-- {
+		ws()
+		switch g.r.IntN(7) {
+		case 0:
+			b = append(b, open("{")+g.pick("'a'", "n", "' b '", "loop.index0 if loop is defined else 0")+closeTag("}")...)
+		case 1:
+			b = append(b, open("#")+"note"+closeTag("#")...)
+		case 2:
+			b = append(b, open("%")+"set v = "+g.pick("1", "'t'")+closeTag("%")...)
+		case 3, 4:
+			if depth < 3 {
+				b = append(b, open("%")+g.pick("if n > 1", "for i in range(2)", "if false", "for c in ['p', 'q']")+closeTag("%")...)
+				depth++
+				continue
+			}
+			fallthrough
+		default:
+			b = append(b, g.pick("text", " t e x t ", "\n\n", "a\tb")...)
+		}
+		if depth > 0 && g.r.IntN(3) == 0 {
+			depth--
+			b = append(b, open("%")+"end"+closeTag("%")...)
+		}
+	}
+	for ; depth > 0; depth-- {
+		ws()
+		b = append(b, open("%")+"end"+closeTag("%")...)
+	}
+	ws()
+	return string(b)
+}
+
+// TestRandomLayoutsMatchJS renders random arrangements of text and tags and
+// requires the same bytes from both engines.
+func TestRandomLayoutsMatchJS(t *testing.T) {
+	g := exprGen{rand.New(rand.NewPCG(3, 4))}
+	const n = 800
+	cases := make([]jsCase, n)
+	outs := make([]string, n)
+	errs := make([]error, n)
+	for i := range cases {
+		src := g.layout()
+		// "end" closes whichever block is innermost: rewrite it to the
+		// matching endif/endfor.
+		src = closeBlocks(src)
+		cases[i] = jsCase{template: src, ctx: randomContext()}
+		outs[i], errs[i] = renderString(t, src, cases[i].ctx)
+	}
+	res := jsRenderAll(t, testNow, cases)
+	bad, rendered := 0, 0
+	for i, r := range res {
+		src := cases[i].template
+		if r.Error == nil && errs[i] == nil {
+			rendered++
+		}
+		switch {
+		case r.Error != nil && errs[i] == nil:
+			t.Errorf("%q\n JS failed (%s), Go rendered %q", src, *r.Error, outs[i])
+		case r.Error == nil && errs[i] != nil:
+			t.Errorf("%q\n Go failed (%v), JS rendered %q", src, errs[i], *r.Output)
+		case r.Error == nil && *r.Output != outs[i]:
+			t.Errorf("%q\n go: %q\n js: %q", src, outs[i], *r.Output)
+		default:
+			continue
+		}
+		if bad++; bad > 20 {
+			t.Fatal("too many differences")
+		}
+	}
+	if rendered < n*9/10 {
+		t.Errorf("only %d of %d layouts rendered; they are meant to be valid templates", rendered, n)
+	}
+	t.Logf("%d of %d layouts rendered; e.g. %q -> %q", rendered, n, cases[0].template, outs[0])
+}
+
+// closeBlocks replaces each "end" statement with endif or endfor to match
+// the innermost open block.
+func closeBlocks(src string) string {
+	var stack []string
+	var out []byte
+	for i := 0; i < len(src); {
+		if strings.HasPrefix(src[i:], "{%") {
+			j := i + 2
+			if j < len(src) && src[j] == '-' {
+				j++
+			}
+			j++ // the space after the tag opener
+			rest := src[j:]
+			switch {
+			case strings.HasPrefix(rest, "if "):
+				stack = append(stack, "endif")
+			case strings.HasPrefix(rest, "for "):
+				stack = append(stack, "endfor")
+			case strings.HasPrefix(rest, "end ") || strings.HasPrefix(rest, "end-"):
+				out = append(out, src[i:j]...)
+				out = append(out, stack[len(stack)-1]...)
+				stack = stack[:len(stack)-1]
+				i = j + len("end")
+				continue
+			}
+		}
+		out = append(out, src[i])
+		i++
+	}
+	return string(out)
 }
