@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,39 +83,39 @@ func QuickConfig() Config {
 	return c
 }
 
-// fields maps each key to the field it sets.
-func (c *Config) fields() map[string]any {
-	return map[string]any{
-		"small-dim": &c.SmallDim, "small-layers": &c.SmallLayers, "small-copy": &c.SmallCopy,
-		"large-dim": &c.LargeDim, "large-layers": &c.LargeLayers, "large-copy": &c.LargeCopy,
-		"max-len": &c.MaxLen, "vocab": &c.Vocab, "max-en": &c.MaxEn, "max-zh": &c.MaxZh,
-		"eval-n": &c.EvalN, "eval-split": &c.EvalSplit,
-		"warm-steps": &c.WarmSteps, "copy-steps": &c.CopySteps, "large-warm-steps": &c.LargeWarmSteps,
-		"warm-batch": &c.WarmBatch, "warm-lr": &c.WarmLR, "final-frac": &c.FinalFrac, "pseudo": &c.Pseudo,
-		"rough-tasks": &c.RoughTasks, "steps": &c.Steps, "batch": &c.Batch, "repeats": &c.Repeats,
-		"rl-lr": &c.RLLR, "rl-lr-large": &c.RLLRLarge, "kl-small": &c.KLSmall, "kl-large": &c.KLLarge,
-		"hard-frac": &c.HardFrac, "rl-temp": &c.RLTemp, "rl-temp-large": &c.RLTempLarge,
-		"seed": &c.Seed, "rl-seed": &c.RLSeed,
+// fields maps each key (a field's `key` tag) to the field.
+func (c *Config) fields() map[string]reflect.Value {
+	v := reflect.ValueOf(c).Elem()
+	m := make(map[string]reflect.Value, v.NumField())
+	for i := range v.NumField() {
+		m[v.Type().Field(i).Tag.Get("key")] = v.Field(i)
 	}
+	return m
 }
 
 // Set sets the field of key from its text form.
 func (c *Config) Set(key, value string) error {
-	p, ok := c.fields()[key]
+	f, ok := c.fields()[key]
 	if !ok {
 		return fmt.Errorf("unknown key %q (keys: %s)", key, strings.Join(c.Keys(), ", "))
 	}
 	value = strings.TrimSpace(value)
 	var err error
-	switch p := p.(type) {
-	case *int:
-		*p, err = strconv.Atoi(value)
-	case *uint64:
-		*p, err = strconv.ParseUint(value, 10, 64)
-	case *float64:
-		*p, err = strconv.ParseFloat(value, 64)
-	case *string:
-		*p = strings.Trim(value, `"'`)
+	switch f.Kind() {
+	case reflect.Int:
+		var x int
+		x, err = strconv.Atoi(value)
+		f.SetInt(int64(x))
+	case reflect.Uint64:
+		var x uint64
+		x, err = strconv.ParseUint(value, 10, 64)
+		f.SetUint(x)
+	case reflect.Float64:
+		var x float64
+		x, err = strconv.ParseFloat(value, 64)
+		f.SetFloat(x)
+	case reflect.String:
+		f.SetString(strings.Trim(value, `"'`))
 	}
 	if err != nil {
 		return fmt.Errorf("key %s: %w", key, err)
@@ -138,16 +139,7 @@ func (c *Config) String() string {
 	var b strings.Builder
 	f := c.fields()
 	for _, k := range c.Keys() {
-		switch p := f[k].(type) {
-		case *int:
-			fmt.Fprintf(&b, "%s: %d\n", k, *p)
-		case *uint64:
-			fmt.Fprintf(&b, "%s: %d\n", k, *p)
-		case *float64:
-			fmt.Fprintf(&b, "%s: %g\n", k, *p)
-		case *string:
-			fmt.Fprintf(&b, "%s: %s\n", k, *p)
-		}
+		fmt.Fprintf(&b, "%s: %v\n", k, f[k].Interface())
 	}
 	return b.String()
 }
