@@ -749,9 +749,10 @@ def bench_decode(model, batch, runs, seed=0):
 
 
 LORA_R, LORA_ALPHA, LORA_B, LORA_T = 16, 32, 2, 64
-LORA_TIMED = (f"one training step: forward of batch {LORA_B} x {LORA_T} tokens, mean cross-entropy of the "
-              f"{LORA_T - 1} next-token predictions per row (logits[:, :-1] against ids[:, 1:]), backward, "
-              f"AdamW (lr 1e-4) over the rank-{LORA_R} LoRA A/B matrices only (alpha {LORA_ALPHA}, dropout 0, "
+LORA_TIMED = (f"one training step on {LORA_B} random sequences of {LORA_T + 1} ids: forward over the first "
+              f"{LORA_T} ({LORA_B} x {LORA_T} tokens), mean cross-entropy of their {LORA_T} next-token "
+              f"predictions each (logits against ids[:, 1:]), backward, AdamW (lr 1e-4, weight decay 0.01) "
+              f"over the rank-{LORA_R} LoRA A/B matrices only (alpha {LORA_ALPHA}, dropout 0, "
               f"on q,k,v,o,gate,up,down of every layer; base weights requires_grad=False); median ms over the "
               f"steps after one warm-up step")
 
@@ -778,15 +779,15 @@ def add_lora(model, seed=0):
 
 def bench_lora(model, steps, seed=0):
     params = add_lora(model, seed)
-    opt = torch.optim.AdamW(params, lr=1e-4)
+    opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
     g = torch.Generator().manual_seed(seed + 2)
-    ids = torch.randint(0, model.cfg.vocab, (LORA_B, LORA_T), generator=g)
+    ids = torch.randint(0, model.cfg.vocab, (LORA_B, LORA_T + 1), generator=g)
     V = model.cfg.vocab
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = model.forward(ids)
-        F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)).backward()
+        logits = model.forward(ids[:, :-1])
+        F.cross_entropy(logits.reshape(-1, V), ids[:, 1:].reshape(-1)).backward()
         opt.step()
 
     step()
