@@ -132,6 +132,11 @@ func engineCases(t testing.TB) []engineCase {
 		{name: "go map sorted keys", template: "{{ m | tojson }}", ctx: map[string]any{"m": map[string]any{"b": 1, "a": []string{"x"}}}, want: `{"a": ["x"], "b": 1}`},
 		{name: "go numbers", template: "{{ a }} {{ b }} {{ c }} {{ d }}", ctx: map[string]any{"a": 3, "b": float32(0.5), "c": 2.0, "d": uint8(7)}, want: "3 0.5 2 7"},
 
+		{name: "unclosed if", template: "{% if true %}x", wantErr: true},
+		{name: "unclosed for", template: "{% for x in [1] %}{{ x }}", wantErr: true},
+		{name: "unclosed expression", template: "a {{ x", wantErr: true},
+		{name: "unknown statement", template: "{% frobnicate %}", wantErr: true},
+		{name: "stray endif", template: "{% endif %}", wantErr: true},
 		{name: "raise_exception", template: "a{{ raise_exception('Only user and assistant roles are supported!') }}", wantErr: true},
 		{name: "unknown filter", template: "{{ 'x' | frobnicate }}", wantErr: true},
 		{name: "unknown filter on list", template: "{{ [1] | frobnicate(2) }}", wantErr: true},
@@ -269,7 +274,8 @@ func TestLimits(t *testing.T) {
 		"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
 		"{% for i in range(100000000) %}{% endfor %}",
 		"{% set s = 'xxxxxxxxxxxxxxxx' %}{% for i in range(40) %}{% set s = s ~ s %}{% endfor %}",
-		strings.Repeat("{{ (", 1000) + "1" + strings.Repeat(") }}", 1000),
+		"{{ " + strings.Repeat("(", 1000) + "1" + strings.Repeat(")", 1000) + " }}",
+		"{% set l = [] %}{% for i in range(20000) %}{% set l = [l] %}{% if loop.last %}{{ l }}{% endif %}{% endfor %}",
 	} {
 		if _, err := renderString(t, src, nil); err == nil {
 			t.Errorf("%.60q: rendered, want an error", src)
@@ -300,6 +306,41 @@ func TestParseJSONKeepsOrder(t *testing.T) {
 	for _, bad := range []string{`{"a": }`, `[1, 2`, `{} {}`, ``} {
 		if _, err := ParseJSON([]byte(bad)); err == nil {
 			t.Errorf("ParseJSON(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+// TestConcurrentRender renders one parsed template from several goroutines
+// (run with -race): a Template is read-only once parsed.
+func TestConcurrentRender(t *testing.T) {
+	tpl, err := Parse("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{{ m.content | upper }}{% endfor %}{{ ns.n }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := ChatInput{Messages: []map[string]any{{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}}}
+	want, err := tpl.RenderChat(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 50 {
+				got, err := tpl.RenderChat(in)
+				if err == nil && got != want {
+					err = errors.New("got " + got + ", want " + want)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -145,6 +145,10 @@ func ParseJSON(data []byte) (any, error) {
 
 const maxJSONDepth = 10000
 
+// maxPrintDepth bounds the nesting tojson and printing follow (Python's
+// json.dumps gives up near the same depth, at its recursion limit).
+const maxPrintDepth = 1000
+
 func decodeJSONValue(dec *json.Decoder, depth int) (any, error) {
 	if depth > maxJSONDepth {
 		return nil, fmt.Errorf("nesting deeper than %d at offset %d", maxJSONDepth, dec.InputOffset())
@@ -615,6 +619,9 @@ func toJSON(v any, o jsonOptions, depth int, undefNull bool) (string, error) {
 		itemSep, keySep = o.itemSep, o.keySep
 	case o.indent > 0:
 		itemSep = ","
+	}
+	if depth > maxPrintDepth {
+		return "", fmt.Errorf("value nests deeper than %d levels", maxPrintDepth)
 	}
 	switch v := v.(type) {
 	case nil:
