@@ -18,16 +18,24 @@
 //	POST /abort_episode        same body → {success}
 //	POST /can_continue_episode {client_uuid, episode_uuid} → {can_continue}
 //	POST /is_episode_claimed   {client_uuid, episode_uuid} → {success, failure_reason}
+//	POST /agree_sync_weight    {client_uuid} → {success, failure_reason}
 //	GET  /get_engine_status    → {engine_status, engine_status_detail, global_step}
-//	POST /sync_train_config    {yaml_as_string}   (admin token when configured)
-//	POST /start_engine, POST /stop_engine          (admin token when configured)
+//	POST /sync_train_config    {yaml_as_string}   (admin)
+//	POST /sync_train_code      (admin; refused: {success: false, message})
+//	POST /start_engine, POST /stop_engine          (admin)
 //	POST /get_episode_buffer, GET /get_current_batch_rollout_pool_information
+//	                           (episode and client ids for admins only)
+//	GET  /get_server_experiment_dir → {server_experiment_dir}
+//	GET  /get_verbose_logs     → {entries: [{timestamp, tag, message}]}
 //
 // OpenAI: POST /v1/chat/completions (n, max_tokens / max_completion_tokens,
 // temperature, top_p, stop, seed, logprobs, top_logprobs, stream with
-// stream_options.include_usage, and troupe's assistant_prefix below), GET
-// /v1/models, GET /v1/models/{id}. Operations: GET /health, GET /metrics
-// (Prometheus).
+// stream_options.include_usage, tools and tool_choice, response_format
+// text, and troupe's assistant_prefix below), GET /v1/models, GET
+// /v1/models/{id}. Operations: GET /health, GET /metrics (Prometheus).
+// Every path also answers under /t/<admin token>/ (see Security). Unknown
+// routes get 404 and wrong methods 405 with Allow, both as JSON errors in
+// OpenAI's shape (with FastAPI's "detail" as well).
 //
 // # Engine
 //
@@ -49,19 +57,60 @@
 // train. Episodes whose oldest completion is more than MaxStaleness versions
 // old are dropped at training time.
 //
+// The agree-sync-weight collection methods follow AgentJet: a client joins
+// the active list when it ends a rewarded train episode (unless it sends
+// declare_client_active false) and leaves it after ClientActiveTimeout
+// without activity; POST /agree_sync_weight records its vote; the engine
+// trains on every finished episode once any (CollectAnyAgree) or all
+// (CollectAllAgree) active clients voted, and the weight sync clears the
+// list and the votes.
+//
+// stop_engine closes the open episodes but keeps the finished ones for the
+// next start. Every finished episode that is never trained on (stale,
+// dummy, buffer overflow, or still buffered when the process closes) is
+// counted in swarm_dropped_episodes_total{reason} and logged.
+//
+// # Observability
+//
+// ServerConfig.OnTrainStep receives a TrainStep (rl.Stats, the batch's
+// size and reward statistics, the step's duration) after every step. With
+// a CheckpointDir (the run directory) each step is appended to
+// TrainMetricsFile as one JSON object, and TrainCurvesFile draws the reward
+// and loss curves (package rl/metrics).
+//
+// # Tool calls
+//
+// A request with "tools" is rendered by the model's ToolChatPrompter
+// (refused with 400 by a model without one); tool_choice "auto" and "none"
+// are honoured, "required" and a named function are refused with 400 (the
+// server does not constrain sampling), as are response_format json_object
+// and json_schema. Assistant messages may carry tool_calls and "tool"
+// messages need tool_call_id. Answers in the Hermes/Qwen form
+// <tool_call>{"name": ..., "arguments": {...}}</tool_call> come back as
+// tool_calls with finish_reason "tool_calls" when every call is complete
+// and names a declared tool (otherwise the answer stays text); the message
+// content is the text before the first call. Streams hold the markup back
+// and send the calls in one delta before the finish chunk.
+//
 // # Deviations from AgentJet
 //
 //   - Episodes are created on claim rather than pre-registered by a rollout
 //     engine; "No available episodes to claim" means MaxOpenEpisodes is
-//     reached.
+//     reached. A client past MaxOpenPerClient gets 429 with Retry-After,
+//     and discard_episode_timeout is bounded by MaxDiscardTimeout (400).
 //   - Open episodes survive a weight sync (AgentJet discards them); staleness
 //     is bounded by MaxStaleness instead.
 //   - Errors: malformed requests get 400 naming the field (FastAPI would send
 //     422); end_episode of an unknown episode gets 404, of another client's
 //     403, a duplicate 409, a reclaimed (too late) one 410 (AgentJet: 400 and
 //     404). abort_episode of another client's open episode gets 403.
-//   - A workflow_output.reward that is missing, null, NaN or infinite is
-//     refused with 400; a list of rewards is averaged.
+//   - A workflow_output.reward that is missing, null, NaN, infinite or
+//     beyond ±MaxAbsReward is refused with 400; a list of rewards is
+//     averaged.
+//   - Pool views hide episode and client ids from non-admins, so AgentJet's
+//     client throttle policy, which compares client ids, only throttles
+//     when the client uses the admin base URL (or the server has no token).
+//   - sync_train_code cannot run AgentJet's Python trainer and says so.
 //   - sync_train_config reads a YAML subset: the ajet keys listed at
 //     TrainConfig.ApplyYAML plus troupe.max_staleness,
 //     troupe.drain_timeout_s and troupe.checkpoint_every.
@@ -116,9 +165,26 @@
 //
 // # Security
 //
-// Episode keys carry 256 random bits from crypto/rand, are compared with
-// crypto/subtle in constant time and stop working when their episode ends,
-// is aborted or reclaimed. Request bodies are limited (413), and handlers
+// An episode belongs to whoever holds its id (a random UUID, told only to
+// the claimant and, in the pool views, to admins): end_episode and
+// abort_episode need it and the client_uuid. Episode keys carry 256 random
+// bits from crypto/rand, are compared with crypto/subtle in constant time
+// and stop working when their episode ends, is aborted or reclaimed.
+//
+// Admin endpoints need ServerConfig.AdminToken when one is set, sent as
+// "Authorization: Bearer <token>", as X-Admin-Token, or as the path prefix
+// /t/<token>/: AgentJet's client, which sends no headers, is given the base
+// URL http://host:port/t/<token> and works unchanged (it puts that base in
+// front of the /v1 of openai_base_url too). Tokens are compared on their
+// SHA-256 digests in constant time and never appear in answers or logs.
+// Without a token the admin endpoints are open, so CheckListen (and
+// troupe swarm serve) refuse to listen beyond loopback without one.
+//
+// HTTPServer sets read-header, read, write and idle timeouts: a body
+// trickled byte by byte is cut by ReadTimeout, and since the write deadline
+// is renewed per streamed chunk, a client that stops reading is cut after
+// WriteTimeout, its completion unrecorded and its episode left to be
+// reclaimed when idle. Request bodies are limited (413), and handlers
 // validate all input; a recover middleware exists as a last resort only (the
 // fuzz tests drive the handlers without it).
 package swarm
