@@ -48,6 +48,8 @@ import (
 //     first): the kernels of the same name.
 //   - SumSquares: square then reduce_all, read back (summed in float32 on the
 //     device, where the CPU sums in float64).
+//   - Fill: the fill kernel. Copy: strided_copy over one axis of stride 1
+//     with beta 0 (a plain element copy that never reads dst).
 //
 // Fallback: ArgMax has no device kernel. It copies the operand to the host
 // and runs tensor.ArgMaxAxis there (its result is a host Int tensor on every
@@ -597,4 +599,30 @@ func (DenseBackend) SumSquares(x *gt.Dense) float64 {
 	bCheck(name, d.ToHost(h, s))
 	bFree(name, d, t, s)
 	return float64(h[0])
+}
+
+// Fill sets every element of dst to v (the fill kernel).
+func (DenseBackend) Fill(dst *gt.Dense, v float32) {
+	const name = "Fill"
+	d := bDev(name, dst)
+	out := bBuf(dst)
+	if out.Len() == 0 {
+		return
+	}
+	bCheck(name, d.Fill(out, v))
+}
+
+// Copy copies src into dst (the same number of elements) with one
+// strided_copy launch.
+func (DenseBackend) Copy(dst, src *gt.Dense) {
+	const name = "Copy"
+	d := bDev(name, dst, src)
+	out, x := bBuf(dst), bBuf(src)
+	if out.Len() != x.Len() {
+		panic(fmt.Sprintf("cuda: Copy: dst has shape %v, src has shape %v (different sizes)", dst.Shape(), src.Shape()))
+	}
+	if out.Len() == 0 {
+		return
+	}
+	bCheck(name, d.StridedCopy(out, x, []int{out.Len()}, []int{1}, 0))
 }

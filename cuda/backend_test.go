@@ -634,6 +634,16 @@ func denseBackendCases(rng *rand.Rand, big bool) []denseCase {
 			}, rn(37), rn(37), tensor.Zeros(37), tensor.Zeros(37))
 		}
 	}
+	// Fill and Copy have no Dense-level function: callers (nn's fused ops)
+	// call the backend directly.
+	add("Backend Fill", func(x []*gt.Dense) *gt.Dense {
+		tensor.BackendOf(x[0]).Fill(x[0], 2.5)
+		return x[0]
+	}, rn(3, 4))
+	add("Backend Copy (3,4) from (12)", func(x []*gt.Dense) *gt.Dense {
+		tensor.BackendOf(x[0]).Copy(x[0], x[1])
+		return x[0]
+	}, rn(3, 4), rn(12))
 
 	if big {
 		add("MatMul 130×90·90×70", func(x []*gt.Dense) *gt.Dense { return tensor.MatMul(nil, x[0], x[1]) }, rn(130, 90), rn(90, 70))

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	gt "gorgonia.org/tensor"
 )
@@ -71,6 +72,10 @@ func (op BinaryOp) String() string {
 //     accumulate).
 //   - EmbeddingGather / EmbeddingScatterAdd (ids stay on the host).
 //   - AdamW (in place) and SumSquares (for global-norm clipping).
+//   - Fill (every element of dst set to v) and Copy (dst = src, same number
+//     of elements): what callers outside this package (nn's fused ops)
+//     need to zero accumulators and move gradient segments without reading
+//     the memory from Go.
 //
 // CPU is the implementation for Go memory. Package cuda registers its own
 // for its engine with RegisterBackend.
@@ -91,11 +96,18 @@ type Backend interface {
 	EmbeddingScatterAdd(dtable, dy *gt.Dense, ids []int)
 	AdamW(param, grad, m, v *gt.Dense, p AdamWParams)
 	SumSquares(x *gt.Dense) float64
+	Fill(dst *gt.Dense, v float32)
+	Copy(dst, src *gt.Dense)
 }
 
 var (
 	backendMu sync.RWMutex
 	backends  = map[reflect.Type]Backend{}
+	// nBackends is len(backends), read without the lock: while nothing is
+	// registered (every default build) BackendOf returns CPU at the cost of
+	// one atomic load, which keeps the per-op dispatch of nn's fused ops
+	// free on the CPU.
+	nBackends atomic.Int32
 )
 
 // RegisterBackend makes b the backend for every tensor whose Engine has the
@@ -111,13 +123,17 @@ func RegisterBackend(engine gt.Engine, b Backend) {
 	defer backendMu.Unlock()
 	if b == nil {
 		delete(backends, reflect.TypeOf(engine))
-		return
+	} else {
+		backends[reflect.TypeOf(engine)] = b
 	}
-	backends[reflect.TypeOf(engine)] = b
+	nBackends.Store(int32(len(backends)))
 }
 
 // BackendOf returns the backend for t's engine (CPU when none is registered).
 func BackendOf(t *gt.Dense) Backend {
+	if nBackends.Load() == 0 {
+		return CPU
+	}
 	e := t.Engine()
 	if e == nil {
 		return CPU

@@ -152,6 +152,21 @@ func (CPUBackend) AdamW(param, grad, m, v *gt.Dense, p AdamWParams) {
 // SumSquares returns Σ x².
 func (CPUBackend) SumSquares(x *gt.Dense) float64 { return SumSquares(Data(x)) }
 
+// Fill sets every element of dst to v.
+func (CPUBackend) Fill(dst *gt.Dense, v float32) {
+	d := Data(dst)
+	for i := range d {
+		d[i] = v
+	}
+}
+
+// Copy copies src into dst (the same number of elements).
+func (CPUBackend) Copy(dst, src *gt.Dense) {
+	d, s := Data(dst), Data(src)
+	kSameLen("Copy", "(dst, src)", len(d), len(s))
+	copy(d, s)
+}
+
 // kSplitAxis views shape as outer×shape[axis]×inner.
 func kSplitAxis(shape gt.Shape, axis int) (outer, n, inner int) {
 	outer, inner = 1, 1
