@@ -80,8 +80,9 @@ type AdapterConfig struct {
 // so that any existing model is served and trained by a swarm Server
 // without writing the Model interface again. It also implements
 // TextEncoder, StreamGenerator (token by token when the Sampler streams,
-// replayed after sampling otherwise) and ToolChatPrompter (an error when the
-// Tokenizer cannot render tools).
+// replayed after sampling otherwise) and ToolChatPrompter (through the
+// Tokenizer's; without it, tools are an error and earlier tool calls are
+// folded into the text).
 //
 // The Adapter keeps the model's version: the Policy's own step count plus
 // the version a checkpoint restored, so a restarted server resumes at the
@@ -160,12 +161,17 @@ func (a *Adapter) ChatPrompt(msgs []Message) ([]int, error) {
 	return ids, a.fits(ids)
 }
 
-// ChatPromptTools implements ToolChatPrompter through the Tokenizer's; a
-// Tokenizer without it cannot render tools, which is an error.
+// ChatPromptTools implements ToolChatPrompter through the Tokenizer's. A
+// Tokenizer without it renders a conversation without tools as the server
+// does for models without ToolChatPrompter (earlier tool calls folded into
+// the assistant's text), and cannot render tools, which is an error.
 func (a *Adapter) ChatPromptTools(msgs []Message, tools []Tool) ([]int, error) {
 	tp, ok := a.cfg.Tokenizer.(ToolChatPrompter)
 	if !ok {
-		return nil, fmt.Errorf("model %q's chat template does not render tools", a.cfg.Name)
+		if len(tools) > 0 {
+			return nil, fmt.Errorf("model %q's chat template does not render tools; send the request without tools", a.cfg.Name)
+		}
+		return a.ChatPrompt(foldToolCalls(msgs))
 	}
 	ids, err := tp.ChatPromptTools(msgs, tools)
 	if err != nil {

@@ -504,6 +504,15 @@ func TestAdapterErrors(t *testing.T) {
 		if _, err := f.a.ChatPromptTools([]Message{{Role: "user", Content: "x"}}, []Tool{{Type: "function"}}); err == nil || !strings.Contains(err.Error(), "tools") {
 			t.Errorf("tools without a tool template: %v", err)
 		}
+		// without tools, a conversation with tool calls is rendered with
+		// the calls folded into the text, as for a model without a tool
+		// template
+		msgs := []Message{{Role: "assistant", ToolCalls: []ToolCall{{ID: "1", Type: "function", Function: ToolCallFunction{Name: "f", Arguments: "{}"}}}}}
+		got, err := f.a.ChatPromptTools(msgs, nil)
+		want, _ := f.a.ChatPrompt(foldToolCalls(msgs))
+		if err != nil || !cmp.Equal(got, want) || len(want) <= len("assistant: \n") {
+			t.Errorf("tool history without a tool template: %v (%v), want %v", got, err, want)
+		}
 		f = newFake(t, func(c *AdapterConfig) { c.Tokenizer = toolTok{} })
 		ids, err := f.a.ChatPromptTools([]Message{{Role: "user", Content: "x"}}, []Tool{{Type: "function"}, {Type: "function"}})
 		if err != nil || len(ids) != len("user: x\n")+2 {
