@@ -20,7 +20,8 @@
 //
 // Parse compiles a template once (syntax errors are *SyntaxError with line
 // and column); Template.Render evaluates it with arbitrary variables and
-// Template.RenderChat with the variables transformers passes. A call of
+// Template.RenderChat with the variables transformers passes. A parsed
+// Template may be rendered from several goroutines at once. A call of
 // raise_exception(msg) makes rendering fail with an *Exception carrying
 // msg; other evaluation failures (unknown filter, type errors) are
 // *RenderError with the position of the failing expression. Nothing a
@@ -46,7 +47,9 @@
 // JavaScript's == does (so 1 == 1.0 and "1" == 1), booleans print as true
 // and false, lists and mappings print as JSON, the length of a string
 // counts UTF-16 code units, str.strip/lstrip/rstrip ignore their argument
-// and strip whitespace, string comparison with < is an error, and
+// and strip whitespace (Qwen3's reasoning_content.strip('\n') therefore
+// also drops spaces, where Python would keep them), string comparison with
+// < is an error, and
 // strftime_now knows %Y %m %d %b %B %H %M (English month names, local
 // time). The supported statements are if/elif/else, for (with else, loop
 // filters, tuple unpacking, loop.index0, first, last, previtem, nextitem,
@@ -57,14 +60,23 @@
 // ensure_ascii, sort_keys and separators; trim, length, items, default,
 // join, map, selectattr, sort, …).
 //
-// Where the JS port fails on a JavaScript error rather than a template
-// error, the package does what Python's Jinja2 would, and the output
-// differs: first and last of an empty list are undefined (the JS port
-// crashes on most uses of its result), a tuple prints and serialises as a
-// list and unpacks in a for loop (the JS port rejects all three), and
-// negative zero is an integer 0 (the JS port keeps -0, which only shows as
-// "-0.0" after a float filter). A randomised differential test
-// (TestRandomTemplatesMatchJS) keeps the rest in step with the JS port.
+// A few corners differ from the JS port on purpose, mostly where it fails
+// on a JavaScript error rather than a template error: first and last of an
+// empty list are undefined, as in Jinja2 (the JS port crashes on most uses
+// of its result); a tuple is a list, so it prints and serialises as one and
+// unpacks in a for loop (the JS port rejects all three); negative zero is
+// the integer 0 (the JS port keeps -0, which only shows as "-0.0" after a
+// float filter); tojson's sort_keys orders keys by code unit, as Python
+// does (the JS port uses localeCompare). A randomised differential test
+// (TestRandomTemplatesMatchJS) keeps everything else in step with the JS
+// port.
+//
+// # Tests
+//
+// go test runs scripts/fetch-hf-refs.sh (pinned, sha256-verified npm
+// packages into data/hf) and drives the JS engine through
+// testdata/render.mjs with node; without node, npm or network those
+// comparisons are skipped with the reason, and a checksum mismatch fails.
 //
 // # Why an interpreter of its own
 //

@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -342,5 +343,26 @@ func TestConcurrentRender(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+func TestMapUnmarshalJSON(t *testing.T) {
+	var req struct {
+		Name      string
+		Arguments *Map
+	}
+	if err := json.Unmarshal([]byte(`{"Name": "f", "Arguments": {"z": 1, "a": {"y": 2, "b": 3}}}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	out, err := renderString(t, "{{ args | tojson }}", map[string]any{"args": req.Arguments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"z": 1, "a": {"y": 2, "b": 3}}`; out != want {
+		t.Errorf("got %s, want %s", out, want)
+	}
+	var m Map
+	if err := json.Unmarshal([]byte(`[1]`), &m); err == nil {
+		t.Error("decoding a JSON array into a Map succeeded, want an error")
 	}
 }

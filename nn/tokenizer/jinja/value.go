@@ -87,6 +87,23 @@ func (m *Map) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// UnmarshalJSON decodes a JSON object into m, replacing its contents, with
+// nested objects as *Map as ParseJSON makes them; it lets a *Map field of
+// a struct decoded with encoding/json (a tool call's arguments in a
+// request) keep its key order.
+func (m *Map) UnmarshalJSON(data []byte) error {
+	v, err := ParseJSON(data)
+	if err != nil {
+		return err
+	}
+	obj, ok := v.(*Map)
+	if !ok {
+		return fmt.Errorf("jinja: JSON value is %s, not an object", typeName(v))
+	}
+	*m = *obj
+	return nil
+}
+
 func marshalOrdered(b *bytes.Buffer, v any) error {
 	switch v := v.(type) {
 	case *Map:
