@@ -1,7 +1,6 @@
 package corpus
 
 import (
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,8 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/troupe-ml/troupe/examples/translation/gettext"
-	"golang.org/x/text/encoding/simplifiedchinese"
 )
 
 func TestSplitOfStable(t *testing.T) {
@@ -120,27 +117,27 @@ func TestRealData(t *testing.T) {
 	}
 }
 
-// TestLoadPairsDecodesCharset writes a GB2312 catalogue (as RGui.mo is) and
-// a UTF-8 one and checks both come back as the same UTF-8 text; an unknown
-// charset is an error naming it.
+// TestLoadPairsDecodesCharset loads a GB2312 catalogue (as RGui.mo is) and
+// a UTF-8 one (testdata/a.mo and b.mo, written by gettext's test encoder)
+// and checks both come back as the same UTF-8 text; an unknown charset
+// (testdata/c.mo) is an error naming it.
 func TestLoadPairsDecodesCharset(t *testing.T) {
 	dir := t.TempDir()
 	md := filepath.Join(dir, moDir)
 	if err := os.MkdirAll(md, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	gbk, err := simplifiedchinese.GBK.NewEncoder().String("打开文件")
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, charset, zh string) {
-		mo := gettext.Encode("Content-Type: text/plain; charset="+charset+"\n", []gettext.Message{{ID: name + " open file", Str: []string{zh}}}, binary.LittleEndian)
-		if err := os.WriteFile(filepath.Join(md, name+".mo"), mo, 0o644); err != nil {
+	add := func(name string) {
+		b, err := os.ReadFile(filepath.Join("testdata", name+".mo"))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(md, name+".mo"), b, 0o644)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("a", "gb2312", gbk)
-	write("b", "UTF-8", "打开文件")
+	add("a")
+	add("b")
 	pairs, err := LoadPairs(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +146,7 @@ func TestLoadPairsDecodesCharset(t *testing.T) {
 	if d := cmp.Diff(want, pairs); d != "" {
 		t.Errorf("pairs (-want +got):\n%s", d)
 	}
-	write("c", "x-no-such-charset", "?")
+	add("c")
 	if _, err := LoadPairs(dir); err == nil || !strings.Contains(err.Error(), "x-no-such-charset") {
 		t.Errorf("unknown charset: error %v", err)
 	}
