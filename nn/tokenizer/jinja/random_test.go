@@ -39,7 +39,11 @@ func (g exprGen) expr(depth int) string {
 	case 3:
 		f := g.pick("length", "trim", "upper", "lower", "tojson", "join", "first", "last", "reverse", "sort", "unique",
 			"list", "string", "int", "float", "abs", "items", "default('z')", "join(',')", "tojson(indent=2)",
-			"capitalize", "title", "default('q', true)", "int(5)", "indent(2)", "replace('a', 'X')", "dictsort", "safe")
+			"capitalize", "title", "default('q', true)", "int(5)", "indent(2)", "replace('a', 'X')", "dictsort", "safe",
+			"tojson(separators=(',', ':'))", "tojson(ensure_ascii=true)", "indent(first=true)", "indent('> ', true, true)",
+			"replace('a', 'Y', 1)", "dictsort(by='value')", "dictsort(reverse=true)", "sort(attribute='role')",
+			"map(attribute='role')", "map(attribute='x', default=0)", "selectattr('role')", "rejectattr('role', 'equalto', 'user')",
+			"selectattr('content', 'string')", "sort(case_sensitive=true)", "join(separator='+')", "float(1.5)", "items | list")
 		return "(" + x() + " | " + f + ")"
 	case 4:
 		t := g.pick("defined", "undefined", "none", "string", "number", "mapping", "iterable", "integer", "odd", "true",
@@ -48,7 +52,9 @@ func (g exprGen) expr(depth int) string {
 	case 5:
 		m := g.pick(".k", "[0]", "[-1]", "[1:]", "[::-1]", "[:1]", ".upper()", ".split()", ".split(',')", ".startswith('a')",
 			".strip()", ".replace('a', 'b')", ".get('k')", ".items()", ".keys()", ".values()", ".length", ".title()",
-			".endswith(('c', 'x'))", ".lstrip()", "['role']", ".content", "[0].role", ".b[1]")
+			".endswith(('c', 'x'))", ".lstrip()", "['role']", ".content", "[0].role", ".b[1]",
+			".strip('H')", ".split(' ', 1)", ".replace('l', 'L', 1)", ".get('k', 5)", ".get('zz', 5)", ".capitalize()",
+			".split(none, 1)", "[1:-1]", "[::2]", "[-2::-1]", "[5:]", ".lower()", "[n]", "['k']")
 		return "(" + x() + ")" + m
 	case 6:
 		return "(" + x() + " if " + x() + " else " + x() + ")"
