@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -316,4 +318,107 @@ func TestLlamaDate(t *testing.T) {
 	if !errors.As(err, &ex) || !strings.Contains(ex.Message, "no first user message") {
 		t.Errorf("tools without messages: got %v, want the template's exception", err)
 	}
+}
+
+// randomConversation draws a conversation from roles, contents (scripts,
+// whitespace, <think> blocks, tool-response wrappers) and tool calls, with
+// a seeded generator.
+func randomConversation(r *rand.Rand) ChatInput {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	content := func() string {
+		var b strings.Builder
+		for k := 1 + r.IntN(3); k > 0; k-- {
+			b.WriteString(pick("Hello", " 你好 ", "\n", "  ", "<think>\nplan\n</think>\n\n", "</think>", "<think>",
+				"مرحبا", "😀", "\t", "answer", "<tool_response>", "</tool_response>", "{\"a\": 1}", "é", ""))
+		}
+		return b.String()
+	}
+	in := ChatInput{AddGenerationPrompt: r.IntN(2) == 0, Extra: map[string]any{}}
+	if r.IntN(3) == 0 {
+		in.Extra["enable_thinking"] = r.IntN(2) == 0
+	}
+	if r.IntN(3) == 0 {
+		in.Tools = []map[string]any{{"type": "function", "function": NewMap("name", "f", "description", content(),
+			"parameters", NewMap("type", "object", "properties", NewMap("x", NewMap("type", "string"))))}}
+	}
+	if r.IntN(2) == 0 {
+		in.Messages = append(in.Messages, map[string]any{"role": "system", "content": content()})
+	}
+	for k := 1 + r.IntN(6); k > 0; k-- {
+		m := map[string]any{"role": pick("user", "user", "assistant", "assistant", "tool"), "content": content()}
+		if m["role"] == "assistant" {
+			if r.IntN(3) == 0 {
+				m["reasoning_content"] = content()
+			}
+			if r.IntN(3) == 0 {
+				var args any = NewMap("x", content(), "n", int64(r.IntN(5)))
+				if r.IntN(2) == 0 {
+					args = `{"x": "` + pick("a", "b") + `"}`
+				}
+				m["tool_calls"] = []any{NewMap("type", "function", "function", NewMap("name", "f", "arguments", args))}
+			}
+		}
+		in.Messages = append(in.Messages, m)
+	}
+	return in
+}
+
+// TestRandomConversationsMatchJS renders seeded random conversations with
+// the real templates in both engines.
+func TestRandomConversationsMatchJS(t *testing.T) {
+	pinClock(t, testNow)
+	templates := loadTemplates(t)
+	seed := uint64(5)
+	if s, err := strconv.ParseUint(os.Getenv("JINJA_RANDOM_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	r := rand.New(rand.NewPCG(seed, 6))
+	var js []jsCase
+	type run struct {
+		out string
+		err error
+	}
+	var runs []run
+	parsed := make([]*Template, len(templates))
+	for i, tpl := range templates {
+		var err error
+		if parsed[i], err = Parse(tpl.src); err != nil {
+			t.Fatalf("%s: %v", tpl.name, err)
+		}
+	}
+	for i := 0; i < 200; i++ {
+		in := randomConversation(r)
+		for k, tpl := range templates {
+			in.BOSToken, in.EOSToken = tpl.bos, tpl.eos
+			out, err := parsed[k].RenderChat(in)
+			runs = append(runs, run{out, err})
+			ctx, order := in.context()
+			js = append(js, jsCase{template: tpl.src, ctx: ctx, order: order})
+		}
+	}
+	res := jsRenderAll(t, testNow, js)
+	bad, rendered := 0, 0
+	for i, j := range res {
+		name := fmt.Sprintf("conversation %d with %s", i/len(templates), templates[i%len(templates)].name)
+		switch {
+		case j.Error != nil && runs[i].err == nil:
+			t.Errorf("%s: JS failed (%s), Go rendered %q", name, *j.Error, runs[i].out)
+		case j.Error == nil && runs[i].err != nil:
+			t.Errorf("%s: Go failed (%v), JS rendered %q", name, runs[i].err, *j.Output)
+		case j.Error == nil && *j.Output != runs[i].out:
+			t.Errorf("%s: Go and JS differ\n go: %q\n js: %q", name, runs[i].out, *j.Output)
+		default:
+			if j.Error == nil {
+				rendered++
+			}
+			continue
+		}
+		if bad++; bad > 10 {
+			t.Fatal("too many differences")
+		}
+	}
+	if rendered < len(runs)/2 {
+		t.Errorf("only %d of %d renders succeeded", rendered, len(runs))
+	}
+	t.Logf("%d of %d renders succeeded (the rest failed in both engines)", rendered, len(runs))
 }
