@@ -44,8 +44,10 @@
 //
 // The package follows @huggingface/jinja 0.5.13 where it differs from
 // Python's Jinja2, since that is what is checked: == compares as
-// JavaScript's == does (so 1 == 1.0 and "1" == 1), booleans print as true
-// and false, lists and mappings print as JSON, the length of a string
+// JavaScript's == does (so 1 == 1.0 and "1" == 1), a number with an
+// integral value is an integer as JSON.parse makes it (a tool-call
+// argument of 2.0 serialises as 2, where Python keeps 2.0), booleans print
+// as true and false, lists and mappings print as JSON, the length of a string
 // counts UTF-16 code units, str.strip/lstrip/rstrip ignore their argument
 // and strip whitespace (Qwen3's reasoning_content.strip('\n') therefore
 // also drops spaces, where Python would keep them), string comparison with
