@@ -400,3 +400,61 @@ func TestCheckListen(t *testing.T) {
 		}
 	}
 }
+
+// delayedModel is scriptModel with a generation that takes delay.
+type delayedModel struct {
+	scriptModel
+	delay time.Duration
+}
+
+func (m *delayedModel) Generate(ctx context.Context, prompts [][]int, o GenerateOptions) ([]Generation, error) {
+	select {
+	case <-time.After(m.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return m.scriptModel.Generate(ctx, prompts, o)
+}
+
+// TestLongGenerationOutlivesReadTimeout: a generation longer than both
+// the read and the write timeout is answered, streamed or not: the read
+// timeout bounds reading the request, and the write deadline is renewed
+// once sampling is done (the http.Server's own runs from the request's
+// start).
+func TestLongGenerationOutlivesReadTimeout(t *testing.T) {
+	m := &delayedModel{scriptModel: scriptModel{script: "done"}, delay: 1500 * time.Millisecond}
+	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(1, 1), Logger: quietLog,
+		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config = s.HTTPServer()
+	ts.Start()
+	t.Cleanup(func() { ts.Close(); s.Close() })
+	_, cl := claimRaw(t, ts.URL, "c")
+	hdr := map[string]string{"Authorization": "Bearer " + cl["openai_api_key"].(string)}
+	for _, stream := range []string{"false", "true"} {
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/chat/completions",
+			strings.NewReader(`{"messages": [{"role": "user", "content": "x"}], "max_tokens": 8, "stream": `+stream+`}`))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := `"content":"done"`
+		if stream == "true" {
+			want = "data: [DONE]" // the content comes one byte-token per chunk
+		}
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Fatalf("stream=%s: %d %s", stream, resp.StatusCode, b)
+		}
+	}
+}
