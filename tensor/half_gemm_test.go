@@ -194,7 +194,7 @@ func TestGemmHalfShapes(t *testing.T) {
 // (KC, MC, NC) and both routes' splits over goroutines.
 func TestGemmHalfLarge(t *testing.T) {
 	type shape struct{ m, n, k int }
-	shapes := []shape{{130, 70, 300}, {5, 700, 400}, {16, 33, 1000}, {1, 2100, 130}}
+	shapes := []shape{{130, 70, 300}, {5, 700, 400}, {16, 33, 1000}, {1, 2100, 130}, {2, 1501, 400}}
 	if !testing.Short() {
 		shapes = append(shapes, shape{200, 190, 513}, shape{3, 1100, 600}, shape{40, 2100, 20})
 	}
