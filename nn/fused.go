@@ -24,6 +24,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	ts "gorgonia.org/tensor"
+
+	kern "github.com/troupe-ml/troupe/tensor"
 )
 
 // f32s returns the float32 data of a Gorgonia value (tensor or scalar).
@@ -112,6 +114,25 @@ type kernel struct {
 	// full marks backward closures that write every element of their
 	// gradients, so the buffers need not be zeroed first.
 	full bool
+	// dev runs the op on tensors of a non-CPU backend (nil: not supported
+	// there).
+	dev *devKernel
+}
+
+// devKernel is a fused op over *ts.Dense values of a non-CPU backend b.
+// fwd writes out (allocated on the inputs' engine, reused between runs);
+// bwd writes the gradient of input i into grads[i] for every non-nil
+// grads[i] (zeroed beforehand unless the kernel is full), given the inputs,
+// the forward output and the upstream gradient dy. Index inputs (token ids,
+// targets, lengths) may live on either side; read them with hostFloats.
+// Scratch tensors must be allocated once (onEngine) and kept: device memory
+// is not reclaimed by the garbage collector.
+type devKernel struct {
+	// hostOut allocates the output in Go memory instead of on the inputs'
+	// engine (a loss computed on the host).
+	hostOut bool
+	fwd     func(b kern.Backend, in []*ts.Dense, out *ts.Dense) error
+	bwd     func(b kern.Backend, in []*ts.Dense, out, dy *ts.Dense, grads []*ts.Dense) error
 }
 
 type fusedOp struct {
@@ -119,6 +140,7 @@ type fusedOp struct {
 	k       *kernel
 	inShape []ts.Shape
 	ret     *ts.Dense
+	dret    *ts.Dense // output on a device engine
 }
 
 // Output buffers. Each op instance allocates its output once and rewrites
@@ -148,7 +170,31 @@ func applyFused(k *kernel, out ts.Shape, inputs ...*G.Node) *G.Node {
 }
 
 func (o *fusedOp) Do(vals ...G.Value) (G.Value, error) {
+	if b, ref := deviceOf(vals); ref != nil {
+		return o.doDevice(b, ref, vals)
+	}
 	return o.doInto(cached(&o.ret, o.shape), vals)
+}
+
+// doDevice runs the devKernel for inputs on backend b (ref is one of them).
+func (o *fusedOp) doDevice(b kern.Backend, ref *ts.Dense, vals []G.Value) (G.Value, error) {
+	if o.k.dev == nil {
+		return nil, fmt.Errorf("nn: %s: no implementation for tensors on backend %s (inputs %v)", o.name, b.Name(), o.inShape)
+	}
+	in, err := denseValues(vals)
+	if err != nil {
+		return nil, fmt.Errorf("nn: %s: %w", o.name, err)
+	}
+	var out *ts.Dense
+	if o.k.dev.hostOut {
+		out = cached(&o.ret, o.shape)
+	} else {
+		out = onEngine(&o.dret, ref, o.shape)
+	}
+	if err := o.k.dev.fwd(b, in, out); err != nil {
+		return nil, fmt.Errorf("nn: %s on %s: %w", o.name, b.Name(), err)
+	}
+	return out, nil
 }
 
 // UsePreallocDo implements G.UsePreallocDoer; the op writes into its own
@@ -221,13 +267,46 @@ func (o *fusedOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 // gradOp runs a fused op's backward closure.
 type gradOp struct {
 	baseOp
-	fwd *fusedOp
-	idx []int
-	one bool // runs k.each[idx[0]]
-	ret *ts.Dense
+	fwd  *fusedOp
+	idx  []int
+	one  bool // runs k.each[idx[0]]
+	ret  *ts.Dense
+	dret *ts.Dense // on a device engine
+}
+
+// doDevice runs the devKernel's backward for inputs on backend b, writing
+// the gradients into views of one buffer as the slice path does.
+func (o *gradOp) doDevice(b kern.Backend, ref *ts.Dense, vals []G.Value) (G.Value, error) {
+	k := o.fwd.k
+	if k.dev == nil || k.dev.bwd == nil {
+		return nil, fmt.Errorf("nn: %s: no implementation for tensors on backend %s (inputs %v)", o.name, b.Name(), o.fwd.inShape)
+	}
+	all, err := denseValues(vals)
+	if err != nil {
+		return nil, fmt.Errorf("nn: %s: %w", o.name, err)
+	}
+	n := len(o.fwd.inShape)
+	ret := onEngine(&o.dret, ref, o.shape)
+	if !k.full {
+		b.Fill(ret, 0)
+	}
+	grads := make([]*ts.Dense, n)
+	off := 0
+	for _, i := range o.idx {
+		sz := o.fwd.inShape[i].TotalSize()
+		grads[i] = denseView(ret, off, o.fwd.inShape[i])
+		off += sz
+	}
+	if err := k.dev.bwd(b, all[:n], all[n], all[n+1], grads); err != nil {
+		return nil, fmt.Errorf("nn: %s on %s: %w", o.name, b.Name(), err)
+	}
+	return ret, nil
 }
 
 func (o *gradOp) Do(vals ...G.Value) (G.Value, error) {
+	if b, ref := deviceOf(vals); ref != nil {
+		return o.doDevice(b, ref, vals)
+	}
 	ret := cached(&o.ret, o.shape)
 	if !o.fwd.k.full {
 		zero(f32s(ret))
@@ -267,12 +346,18 @@ type segmentOp struct {
 	baseOp
 	off, n int
 	ret    *ts.Dense
+	dret   *ts.Dense // on a device engine
 }
 
 // UsePreallocDo implements G.UsePreallocDoer (see fusedOp.UsePreallocDo).
 func (o *segmentOp) UsePreallocDo(_ G.Value, vals ...G.Value) (G.Value, error) { return o.Do(vals...) }
 
 func (o *segmentOp) Do(vals ...G.Value) (G.Value, error) {
+	if b, ref := deviceOf(vals); ref != nil {
+		ret := onEngine(&o.dret, ref, o.shape)
+		b.Copy(ret, denseView(ref, o.off, ts.Shape{o.n}))
+		return ret, nil
+	}
 	ret := cached(&o.ret, o.shape)
 	copy(f32s(ret), f32s(vals[0])[o.off:o.off+o.n])
 	return ret, nil
@@ -299,3 +384,102 @@ func rowsOf(n *G.Node) int {
 	}
 	return s.TotalSize() / s[s.Dims()-1]
 }
+
+// deviceOf returns the backend of the first input value that lives on a
+// non-CPU backend, and that value; (nil, nil) when all are CPU values.
+func deviceOf(vals []G.Value) (kern.Backend, *ts.Dense) {
+	for _, v := range vals {
+		if d, ok := v.(*ts.Dense); ok {
+			if b := kern.BackendOf(d); b != kern.CPU {
+				return b, d
+			}
+		}
+	}
+	return nil, nil
+}
+
+// denseValues returns the values as float32 tensors (scalars as host
+// tensors of shape ()).
+func denseValues(vals []G.Value) ([]*ts.Dense, error) {
+	out := make([]*ts.Dense, len(vals))
+	for i, v := range vals {
+		switch t := v.(type) {
+		case *ts.Dense:
+			if t.Dtype() != ts.Float32 {
+				return nil, fmt.Errorf("input %d (shape %v) has dtype %v, want float32", i, t.Shape(), t.Dtype())
+			}
+			out[i] = t
+		case *G.F32:
+			out[i] = ts.New(ts.FromScalar(float32(*t)))
+		default:
+			return nil, fmt.Errorf("input %d is a %T, want a float32 tensor", i, v)
+		}
+	}
+	return out, nil
+}
+
+// onEngine returns *t, first allocating it with shape on ref's engine. Like
+// cached, the op owns the tensor and rewrites it on every run.
+func onEngine(t **ts.Dense, ref *ts.Dense, shape ts.Shape) *ts.Dense {
+	if *t == nil {
+		s := shape.Clone()
+		if s.IsScalar() {
+			s = ts.Shape{1}
+		}
+		*t = ts.New(ts.WithShape(s...), ts.Of(ts.Float32), ts.WithEngine(ref.Engine()))
+	}
+	return *t
+}
+
+// denseView returns a tensor of the given shape over the elements of t
+// starting at element off, sharing t's memory (host or device) and engine.
+// t must stay alive while the view is used.
+func denseView(t *ts.Dense, off int, shape ts.Shape) *ts.Dense {
+	n := shape.TotalSize()
+	if off < 0 || off+n > t.Shape().TotalSize() {
+		panic(fmt.Sprintf("nn: view of %d elements at %d of a tensor of shape %v", n, off, t.Shape()))
+	}
+	if n == 0 {
+		return ts.New(ts.WithShape(shape.Clone()...), ts.Of(ts.Float32), ts.WithEngine(t.Engine()))
+	}
+	return ts.New(ts.WithShape(shape.Clone()...), ts.Of(ts.Float32), ts.WithEngine(t.Engine()),
+		ts.FromMemory(t.Uintptr()+uintptr(off)*4, uintptr(n)*4))
+}
+
+// hostFloats returns t's elements in Go memory: t's own when Go can read
+// them, otherwise a copy made through t's engine (a device-to-host copy).
+func hostFloats(t *ts.Dense) ([]float32, error) {
+	if t.IsNativelyAccessible() {
+		return t.Float32s()[:t.Shape().TotalSize()], nil
+	}
+	n := t.Shape().TotalSize()
+	h := make([]float32, max(n, 1))
+	if n == 0 {
+		return h[:0], nil
+	}
+	if err := t.Engine().Memcpy(kern.FromSlice(h), t); err != nil {
+		return nil, fmt.Errorf("copying a tensor of shape %v to the host: %w", t.Shape(), err)
+	}
+	return h, nil
+}
+
+// upload copies host into t (host or device memory, len(host) elements).
+func upload(t *ts.Dense, host []float32) error {
+	if len(host) != t.Shape().TotalSize() {
+		panic(fmt.Sprintf("nn: upload of %d values into a tensor of shape %v", len(host), t.Shape()))
+	}
+	if len(host) == 0 {
+		return nil
+	}
+	if t.IsNativelyAccessible() {
+		copy(t.Float32s(), host)
+		return nil
+	}
+	if err := t.Engine().Memcpy(t, kern.FromSlice(host)); err != nil {
+		return fmt.Errorf("copying %d values to a tensor of shape %v: %w", len(host), t.Shape(), err)
+	}
+	return nil
+}
+
+// rows2 views t as rows×cols (its leading dimensions flattened).
+func rows2(t *ts.Dense, rows, cols int) *ts.Dense { return denseView(t, 0, ts.Shape{rows, cols}) }

@@ -87,7 +87,11 @@ type genState struct {
 // prefilled in one pass, then each decoding step runs the still-active
 // requests together through the model with a per-request key/value cache.
 // It runs on the tensor kernels directly, outside any Gorgonia graph, using
-// the store's current parameter values.
+// the store's current parameter values. Parameters that live on a device (a
+// tensor backend other than the CPU's) are copied to the host once per call
+// and decoding runs on the CPU: the decode step's rotary embedding and
+// per-request cache writes are strided updates that tensor.Backend does
+// not offer.
 func (m *LM) Generate(prompts [][]int, opts GenerateOptions) ([]Generation, error) {
 	c := m.Config
 	if opts.MaxTokens <= 0 {
@@ -97,7 +101,10 @@ func (m *LM) Generate(prompts [][]int, opts GenerateOptions) ([]Generation, erro
 		return nil, fmt.Errorf("nn: Generate: invalid options %+v", opts)
 	}
 	opts.TopLogProbs = min(opts.TopLogProbs, MaxTopLogProbs, c.Vocab)
-	w := m.weights()
+	w, err := m.weights()
+	if err != nil {
+		return nil, err
+	}
 	states := make([]*genState, len(prompts))
 	for i, p := range prompts {
 		if len(p) == 0 {
@@ -297,16 +304,23 @@ type blockWeights struct {
 	ln1g, ln1b, qkvW, qkvB, outW, outB, ln2g, ln2b, fc1W, fc1B, fc2W, fc2B []float32
 }
 
-func (m *LM) weights() *lmWeights {
+func (m *LM) weights() (w *lmWeights, err error) {
 	p := func(n string) []float32 {
 		q := m.Store.Param(n)
 		if q == nil {
 			panic(fmt.Sprintf("nn: LM parameter %q missing from store", n))
 		}
-		return q.Data()
+		if !onDevice(q) {
+			return q.Data()
+		}
+		h, herr := hostFloats(q.Value)
+		if herr != nil && err == nil {
+			err = fmt.Errorf("nn: Generate: parameter %q: %w", n, herr)
+		}
+		return h
 	}
 	c := m.Config
-	w := &lmWeights{c: c, tok: p("tok.table"), lnfG: p("ln_f.gamma"), lnfB: p("ln_f.beta"), head: p("head.w")}
+	w = &lmWeights{c: c, tok: p("tok.table"), lnfG: p("ln_f.gamma"), lnfB: p("ln_f.beta"), head: p("head.w")}
 	if c.CopyDim > 0 {
 		w.copyQ, w.copyK, w.gateW, w.gateB = p("copy.q.w"), p("copy.k.w"), p("copy.gate.w"), p("copy.gate.b")
 	}
@@ -326,7 +340,7 @@ func (m *LM) weights() *lmWeights {
 			fc2W: p(b + "mlp.fc2.w"), fc2B: p(b + "mlp.fc2.b"),
 		})
 	}
-	return w
+	return w, err
 }
 
 func linearRows(y, x, w, b []float32, rows, in, out int) {

@@ -61,6 +61,29 @@ func LinearOp(x, w, b *G.Node) *G.Node {
 		},
 	}
 	k.full = true
+	k.dev = &devKernel{
+		fwd: func(_ kern.Backend, v []*ts.Dense, y *ts.Dense) error {
+			y2 := rows2(y, rows, out)
+			kern.MatMul(y2, rows2(v[0], rows, in), rows2(v[1], in, out))
+			if b != nil {
+				kern.Add(y2, y2, denseView(v[2], 0, ts.Shape{out}))
+			}
+			return nil
+		},
+		bwd: func(_ kern.Backend, v []*ts.Dense, _, dy *ts.Dense, g []*ts.Dense) error {
+			dy2 := rows2(dy, rows, out)
+			if g[0] != nil {
+				kern.MatMulTrans(rows2(g[0], rows, in), dy2, rows2(v[1], in, out), false, true)
+			}
+			if g[1] != nil {
+				kern.MatMulTrans(rows2(g[1], in, out), rows2(v[0], rows, in), dy2, true, false)
+			}
+			if len(g) > 2 && g[2] != nil {
+				kern.Sum(denseView(g[2], 0, ts.Shape{out}), dy2, 0)
+			}
+			return nil
+		},
+	}
 	return applyFused(k, os, inputs...)
 }
 
@@ -101,6 +124,29 @@ func EmbeddingOp(table, ids *G.Node) *G.Node {
 		_ = toIdx(v[1])
 		kern.EmbeddingScatterAdd(g[0], dy, idx, dim)
 	}
+	devIdx := func(t *ts.Dense) error {
+		h, err := hostFloats(t)
+		if err != nil {
+			return err
+		}
+		return toIdx(h)
+	}
+	k.dev = &devKernel{
+		fwd: func(_ kern.Backend, v []*ts.Dense, y *ts.Dense) error {
+			if err := devIdx(v[1]); err != nil {
+				return err
+			}
+			kern.Embedding(rows2(y, n, dim), v[0], idx)
+			return nil
+		},
+		bwd: func(_ kern.Backend, v []*ts.Dense, _, dy *ts.Dense, g []*ts.Dense) error {
+			if err := devIdx(v[1]); err != nil {
+				return err
+			}
+			kern.EmbeddingBackward(g[0], rows2(dy, n, dim), idx)
+			return nil
+		},
+	}
 	return applyFused(k, os, table, ids)
 }
 
@@ -123,6 +169,22 @@ func LayerNormOp(x, gamma, beta *G.Node, eps float32) *G.Node {
 		kern.LayerNormBackwardRows(g[0], g[1], g[2], dy, v[0], mean, rstd, v[1], rows, cols)
 	}
 	k.full = true
+	var dmean, drstd *ts.Dense // the statistics on the device
+	vec := func(t *ts.Dense) *ts.Dense { return denseView(t, 0, ts.Shape{cols}) }
+	k.dev = &devKernel{
+		fwd: func(b kern.Backend, v []*ts.Dense, y *ts.Dense) error {
+			m, r := onEngine(&dmean, v[0], ts.Shape{rows}), onEngine(&drstd, v[0], ts.Shape{rows})
+			b.LayerNorm(rows2(y, rows, cols), m, r, rows2(v[0], rows, cols), vec(v[1]), vec(v[2]), eps)
+			return nil
+		},
+		bwd: func(b kern.Backend, v []*ts.Dense, _, dy *ts.Dense, g []*ts.Dense) error {
+			b.Fill(g[1], 0)
+			b.Fill(g[2], 0)
+			b.LayerNormBackward(rows2(g[0], rows, cols), vec(g[1]), vec(g[2]), rows2(dy, rows, cols), rows2(v[0], rows, cols),
+				dmean, drstd, vec(v[1]))
+			return nil
+		},
+	}
 	return applyFused(k, x.Shape(), x, gamma, beta)
 }
 
@@ -133,6 +195,13 @@ func GELUOp(x *G.Node) *G.Node {
 	k := &kernel{name: "GELU", diff: []bool{true}, full: true}
 	k.fwd = func(v [][]float32, y []float32) error { kern.GELU(y, v[0]); return nil }
 	k.bwd = func(v [][]float32, _, dy []float32, g [][]float32) { kern.GELUBackward(g[0], dy, v[0]) }
+	k.dev = &devKernel{
+		fwd: func(_ kern.Backend, v []*ts.Dense, y *ts.Dense) error { kern.Apply(kern.OpGELU, y, v[0]); return nil },
+		bwd: func(_ kern.Backend, v []*ts.Dense, _, dy *ts.Dense, g []*ts.Dense) error {
+			kern.ApplyBackward(kern.OpGELU, g[0], dy, v[0], nil)
+			return nil
+		},
+	}
 	return applyFused(k, x.Shape(), x)
 }
 
@@ -157,7 +226,104 @@ func LogSoftmaxGatherOp(logits, targets *G.Node) *G.Node {
 		softmaxGatherGrad(g[0], v[1], dy, nil, vocab)
 	}
 	k.full = true
+	k.dev = gatherDevKernel(rows, vocab, false)
 	return applyFused(k, targets.Shape(), logits, targets)
+}
+
+// devGather is the device state of LogSoftmaxGatherOp and CrossEntropyOp:
+// the targets as flat indices into the rows×vocab log-softmax (row n's
+// target at n·vocab+t, padding rows pointing at their first element), a
+// 0/1 mask of the non-padding rows, and scratch, all allocated once on the
+// logits' engine. The gather and the one-hot part of the gradient are
+// EmbeddingGather and EmbeddingScatterAdd over the log-softmax viewed as a
+// (rows·vocab)×1 table.
+type devGather struct {
+	rows, vocab int
+	flat        []int
+	maskH       []float32
+	count       int
+	ls, mask, d *ts.Dense
+}
+
+// targets reads the targets (host or device) and uploads the mask.
+func (s *devGather) targets(t, ref *ts.Dense) error {
+	tg, err := hostFloats(t)
+	if err != nil {
+		return err
+	}
+	s.count = 0
+	for n, x := range tg {
+		s.flat[n], s.maskH[n] = n*s.vocab, 0
+		if x < 0 {
+			continue
+		}
+		if int(x) >= s.vocab {
+			return fmt.Errorf("target %v at row %d outside vocabulary [0,%d)", x, n, s.vocab)
+		}
+		s.flat[n], s.maskH[n] = n*s.vocab+int(x), 1
+		s.count++
+	}
+	return upload(onEngine(&s.mask, ref, ts.Shape{s.rows}), s.maskH)
+}
+
+// gather writes the masked target log-probabilities of logits into y
+// (rows elements).
+func (s *devGather) gather(b kern.Backend, logits, y *ts.Dense) {
+	ls := onEngine(&s.ls, logits, ts.Shape{s.rows, s.vocab})
+	b.Softmax(ls, rows2(logits, s.rows, s.vocab), 1, true)
+	b.EmbeddingGather(denseView(y, 0, ts.Shape{s.rows, 1}), denseView(ls, 0, ts.Shape{s.rows * s.vocab, 1}), s.flat)
+	kern.Mul(y, y, s.mask)
+}
+
+// grad writes into g (rows×vocab) the gradient of Σ_n d_n·logp_n[t_n]
+// where d (rows elements, zero on padding rows) is on the device:
+// d_n·(onehot(t_n) − softmax_n).
+func (s *devGather) grad(b kern.Backend, logits, g, d *ts.Dense) {
+	g2 := rows2(g, s.rows, s.vocab)
+	b.Softmax(g2, rows2(logits, s.rows, s.vocab), 1, false)
+	nd := onEngine(&s.d, logits, ts.Shape{s.rows, 1})
+	kern.MulScalar(nd, denseView(d, 0, ts.Shape{s.rows, 1}), -1)
+	kern.Mul(g2, g2, nd)
+	b.EmbeddingScatterAdd(denseView(g, 0, ts.Shape{s.rows * s.vocab, 1}), denseView(d, 0, ts.Shape{s.rows, 1}), s.flat)
+}
+
+// gatherDevKernel is the devKernel of LogSoftmaxGatherOp (mean false) and
+// CrossEntropyOp (mean true: minus the mean over non-padding rows).
+func gatherDevKernel(rows, vocab int, mean bool) *devKernel {
+	s := &devGather{rows: rows, vocab: vocab, flat: make([]int, rows), maskH: make([]float32, rows)}
+	var y, d *ts.Dense // CrossEntropyOp: the gathered rows; the row weights
+	return &devKernel{
+		fwd: func(b kern.Backend, v []*ts.Dense, out *ts.Dense) error {
+			if err := s.targets(v[1], v[0]); err != nil {
+				return err
+			}
+			if !mean {
+				s.gather(b, v[0], denseView(out, 0, ts.Shape{rows}))
+				return nil
+			}
+			s.gather(b, v[0], onEngine(&y, v[0], ts.Shape{rows}))
+			kern.Sum(out, denseView(y, 0, ts.Shape{1, rows}), 1)
+			kern.MulScalar(out, out, -1/float32(max(s.count, 1)))
+			return nil
+		},
+		bwd: func(b kern.Backend, v []*ts.Dense, _, dy *ts.Dense, g []*ts.Dense) error {
+			if err := s.targets(v[1], v[0]); err != nil {
+				return err
+			}
+			w := onEngine(&d, v[0], ts.Shape{rows})
+			if !mean {
+				kern.Mul(w, denseView(dy, 0, ts.Shape{rows}), s.mask)
+			} else {
+				h, err := hostFloats(dy)
+				if err != nil {
+					return err
+				}
+				kern.MulScalar(w, s.mask, -h[0]/float32(max(s.count, 1)))
+			}
+			s.grad(b, v[0], g[0], w)
+			return nil
+		},
+	}
 }
 
 // gatherRows sets y[n] = ls[n][targets[n]] for rows of width vocab: 0 where
@@ -293,6 +459,7 @@ func CrossEntropyOp(logits, targets *G.Node) *G.Node {
 		}
 	}
 	k.full = true
+	k.dev = gatherDevKernel(rows, vocab, true)
 	return applyFused(k, ts.ScalarShape(), logits, targets)
 }
 
@@ -378,6 +545,29 @@ func ExternalLoss(x *G.Node, fn *LossFunc) *G.Node {
 		for i, v := range grad {
 			g[0][i] = v * dy[0]
 		}
+	}
+	// On a device the values come to the host for fn and the gradient goes
+	// back; the loss is a host scalar.
+	scaled := make([]float32, n)
+	k.dev = &devKernel{
+		hostOut: true,
+		fwd: func(_ kern.Backend, v []*ts.Dense, y *ts.Dense) error {
+			h, err := hostFloats(v[0])
+			if err != nil {
+				return err
+			}
+			return k.fwd([][]float32{h}, f32s(y))
+		},
+		bwd: func(_ kern.Backend, _ []*ts.Dense, _, dy *ts.Dense, g []*ts.Dense) error {
+			h, err := hostFloats(dy)
+			if err != nil {
+				return err
+			}
+			for i, v := range grad {
+				scaled[i] = v * h[0]
+			}
+			return upload(g[0], scaled)
+		},
 	}
 	return applyFused(k, ts.ScalarShape(), x)
 }
@@ -624,6 +814,17 @@ func AddOp(x, y *G.Node) *G.Node {
 	cp := func(_ [][]float32, _, dy, g []float32) { copy(g, dy) }
 	k.each = []func(v [][]float32, _, dy, g []float32){cp, cp}
 	k.full = true
+	k.dev = &devKernel{
+		fwd: func(_ kern.Backend, v []*ts.Dense, out *ts.Dense) error { kern.Add(out, v[0], v[1]); return nil },
+		bwd: func(b kern.Backend, _ []*ts.Dense, _, dy *ts.Dense, g []*ts.Dense) error {
+			for _, gi := range g {
+				if gi != nil {
+					b.Copy(gi, dy)
+				}
+			}
+			return nil
+		},
+	}
 	return applyFused(k, x.Shape(), x, y)
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	ts "gorgonia.org/tensor"
+
 	kern "github.com/troupe-ml/troupe/tensor"
 )
 
@@ -51,6 +53,67 @@ type Adam struct {
 	Decoupled         bool
 	step              int
 	m, v              map[string][]float32
+	dev               map[string]*devOptState // parameters on a device
+}
+
+// devOptState is an optimizer's state for a parameter whose value lives on
+// a device (a non-CPU tensor backend): the moments (Adam's m and v, SGD's
+// velocity in m) and scratch, on the parameter's engine. The update runs
+// there through package tensor's Dense-level functions; the gradient, which
+// Param keeps in Go memory, is copied over each step.
+type devOptState struct {
+	m, v, g, tmp *ts.Dense
+}
+
+// newDevOptState allocates the state of p on its engine, with the moments
+// taken from host (State/SetState) when present and zero otherwise.
+func newDevOptState(p *Param, m, v []float32) *devOptState {
+	st := &devOptState{}
+	alloc := func(t **ts.Dense, init []float32) {
+		onEngine(t, p.Value, p.Shape())
+		if init != nil {
+			mustDev(p, "restoring optimizer state", upload(*t, init))
+		} else {
+			kern.BackendOf(*t).Fill(*t, 0)
+		}
+	}
+	alloc(&st.m, m)
+	alloc(&st.v, v)
+	onEngine(&st.g, p.Value, p.Shape())
+	onEngine(&st.tmp, p.Value, p.Shape())
+	return st
+}
+
+// grad copies p.Grad to the device, adding the L2 term wd·w when wd ≠ 0.
+func (st *devOptState) grad(p *Param, wd float32) *ts.Dense {
+	mustDev(p, "copying the gradient", upload(st.g, p.Grad))
+	if wd != 0 {
+		kern.MulScalar(st.tmp, p.Value, wd)
+		kern.Add(st.g, st.g, st.tmp)
+	}
+	return st.g
+}
+
+// mustDev panics on a failed copy to or from a device. Copies fail only
+// when the device does (the Backend methods panic likewise).
+func mustDev(p *Param, what string, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("nn: parameter %q: %s: %v", p.Name, what, err))
+	}
+}
+
+// onDevice reports whether p's value lives on a non-CPU backend.
+func onDevice(p *Param) bool { return kern.BackendOf(p.Value) != kern.CPU }
+
+// hostState copies device state tensors into m (name → values).
+func hostState(dev map[string]*devOptState, m map[string][]float32, pick func(*devOptState) *ts.Dense) {
+	for n, st := range dev {
+		h, err := hostFloats(pick(st))
+		if err != nil {
+			panic(fmt.Sprintf("nn: optimizer state of %q: %v", n, err))
+		}
+		m[n] = append([]float32(nil), h...)
+	}
 }
 
 // NewAdam returns Adam with β = (0.9, 0.999), ε = 1e-8 and no weight decay.
@@ -81,6 +144,10 @@ func (a *Adam) Update(params []*Param) {
 	eps := float32(a.Eps)
 	fb1, fb2 := float32(b1), float32(b2)
 	for _, p := range params {
+		if onDevice(p) {
+			a.updateDevice(p, lr, fb1, fb2, eps)
+			continue
+		}
 		m, ok := a.m[p.Name]
 		if !ok {
 			m = make([]float32, len(p.Grad))
@@ -114,8 +181,36 @@ func (a *Adam) Update(params []*Param) {
 	}
 }
 
-// State implements Optimizer: m.<name>, v.<name> and "step".
+// updateDevice is Update for a parameter on a device: AdamWStep there,
+// with the L2 term of non-decoupled weight decay added to the gradient.
+func (a *Adam) updateDevice(p *Param, lr float64, b1, b2, eps float32) {
+	if a.dev == nil {
+		a.dev = map[string]*devOptState{}
+	}
+	st, ok := a.dev[p.Name]
+	if !ok {
+		st = newDevOptState(p, a.m[p.Name], a.v[p.Name])
+		a.dev[p.Name] = st
+		delete(a.m, p.Name)
+		delete(a.v, p.Name)
+	}
+	wd := float32(0)
+	if !p.NoDecay {
+		wd = float32(a.WeightDecay)
+	}
+	l2, decoupled := float32(0), wd
+	if !a.Decoupled {
+		l2, decoupled = wd, 0
+	}
+	kern.AdamWStep(p.Value, st.grad(p, l2), st.m, st.v, kern.AdamWParams{LR: float32(lr), Beta1: b1, Beta2: b2,
+		Eps: eps, WeightDecay: decoupled, Step: a.step})
+}
+
+// State implements Optimizer: m.<name>, v.<name> and "step" (the moments of
+// parameters on a device are copied to the host).
 func (a *Adam) State() map[string][]float32 {
+	hostState(a.dev, a.m, func(s *devOptState) *ts.Dense { return s.m })
+	hostState(a.dev, a.v, func(s *devOptState) *ts.Dense { return s.v })
 	st := map[string][]float32{"step": {float32(a.step)}}
 	for n, m := range a.m {
 		st["m."+n] = m
@@ -131,7 +226,7 @@ func (a *Adam) SetState(st map[string][]float32) error {
 		return fmt.Errorf("nn: Adam state has no step")
 	}
 	a.step = int(s[0])
-	a.m, a.v = map[string][]float32{}, map[string][]float32{}
+	a.m, a.v, a.dev = map[string][]float32{}, map[string][]float32{}, nil
 	for k, v := range st {
 		switch {
 		case len(k) > 2 && k[:2] == "m.":
@@ -156,6 +251,7 @@ type SGD struct {
 	WeightDecay float64
 	step        int
 	vel         map[string][]float32
+	dev         map[string]*devOptState // parameters on a device (velocity in m)
 }
 
 // NewSGD returns SGD with the given momentum (0 for plain SGD).
@@ -172,6 +268,10 @@ func (o *SGD) Update(params []*Param) {
 	o.step++
 	mu := float32(o.Momentum)
 	for _, p := range params {
+		if onDevice(p) {
+			o.updateDevice(p, lr, mu)
+			continue
+		}
 		w := p.Data()
 		wd := float32(0)
 		if !p.NoDecay {
@@ -190,8 +290,33 @@ func (o *SGD) Update(params []*Param) {
 	}
 }
 
-// State implements Optimizer.
+// updateDevice is Update for a parameter on a device: v = μv + g + wd·w,
+// w −= lr·v with package tensor's Dense-level functions.
+func (o *SGD) updateDevice(p *Param, lr, mu float32) {
+	if o.dev == nil {
+		o.dev = map[string]*devOptState{}
+	}
+	st, ok := o.dev[p.Name]
+	if !ok {
+		st = newDevOptState(p, o.vel[p.Name], nil)
+		o.dev[p.Name] = st
+		delete(o.vel, p.Name)
+	}
+	wd := float32(0)
+	if !p.NoDecay {
+		wd = float32(o.WeightDecay)
+	}
+	g := st.grad(p, wd)
+	kern.MulScalar(st.m, st.m, mu)
+	kern.Add(st.m, st.m, g)
+	kern.MulScalar(st.tmp, st.m, lr)
+	kern.Sub(p.Value, p.Value, st.tmp)
+}
+
+// State implements Optimizer (velocities of parameters on a device are
+// copied to the host).
 func (o *SGD) State() map[string][]float32 {
+	hostState(o.dev, o.vel, func(s *devOptState) *ts.Dense { return s.m })
 	st := map[string][]float32{"step": {float32(o.step)}}
 	for n, v := range o.vel {
 		st["vel."+n] = v
@@ -206,7 +331,7 @@ func (o *SGD) SetState(st map[string][]float32) error {
 		return fmt.Errorf("nn: SGD state has no step")
 	}
 	o.step = int(s[0])
-	o.vel = map[string][]float32{}
+	o.vel, o.dev = map[string][]float32{}, nil
 	for k, v := range st {
 		if len(k) > 4 && k[:4] == "vel." {
 			o.vel[k[4:]] = append([]float32(nil), v...)

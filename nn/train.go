@@ -8,6 +8,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	ts "gorgonia.org/tensor"
+
+	kern "github.com/troupe-ml/troupe/tensor"
 )
 
 // TrainConfig configures the trainers.
@@ -38,6 +40,25 @@ type graphRun struct {
 	cost   *G.Node
 	params []*Param
 	grads  G.Nodes
+	// eng is the engine of parameters that live on a device (a tensor
+	// backend other than the CPU's), nil when they are in Go memory. A
+	// TapeMachine stamps its engine on every value it holds, so a device
+	// graph runs on a machine with that engine, its inputs are copied to
+	// the device (devIn, reused between runs), and its output and gradients
+	// are copied back.
+	eng   ts.Engine
+	devIn []*ts.Dense
+}
+
+// deviceEngine returns the engine of the first parameter whose value lives
+// on a non-CPU backend, or nil.
+func deviceEngine(params []*Param) ts.Engine {
+	for _, p := range params {
+		if kern.BackendOf(p.Value) != kern.CPU {
+			return p.Value.Engine()
+		}
+	}
+	return nil
 }
 
 // newGraphRun compiles a graph built by build, which receives a scope and
@@ -48,6 +69,8 @@ func newGraphRun(store *Store, withGrad bool, build func(s *Scope) ([]*G.Node, *
 	s := NewScope(store, g)
 	r := &graphRun{g: g}
 	r.inputs, r.out = build(s)
+	used, _ := s.Used()
+	r.eng = deviceEngine(used)
 	if withGrad {
 		r.loss = new(LossFunc)
 		r.cost = ExternalLoss(r.out, r.loss)
@@ -58,8 +81,22 @@ func newGraphRun(store *Store, withGrad bool, build func(s *Scope) ([]*G.Node, *
 			panic(fmt.Sprintf("nn: deriving gradients: %v", err))
 		}
 	}
-	r.vm = G.NewTapeMachine(g)
+	if r.eng != nil {
+		r.vm = G.NewTapeMachine(g, G.WithEngine(r.eng))
+		r.devIn = make([]*ts.Dense, len(r.inputs))
+	} else {
+		r.vm = G.NewTapeMachine(g)
+	}
 	return r
+}
+
+// valueFloats returns a graph value's elements in Go memory (copied from
+// the device when it lives there).
+func valueFloats(v G.Value) ([]float32, error) {
+	if d, ok := v.(*ts.Dense); ok && !d.IsNativelyAccessible() {
+		return hostFloats(d)
+	}
+	return f32s(v), nil
 }
 
 // run binds the input values, runs the machine, and (with gradients)
@@ -67,7 +104,21 @@ func newGraphRun(store *Store, withGrad bool, build func(s *Scope) ([]*G.Node, *
 // of the output and the loss.
 func (r *graphRun) run(vals []*ts.Dense, lf LossFunc) ([]float32, float64, error) {
 	for i, n := range r.inputs {
-		if err := G.Let(n, vals[i]); err != nil {
+		v := vals[i]
+		if r.eng != nil {
+			h, err := hostFloats(v)
+			if err != nil {
+				return nil, 0, fmt.Errorf("nn: input %s: %w", n.Name(), err)
+			}
+			if r.devIn[i] == nil || !r.devIn[i].Shape().Eq(v.Shape()) {
+				r.devIn[i] = ts.New(ts.WithShape(v.Shape().Clone()...), ts.Of(ts.Float32), ts.WithEngine(r.eng))
+			}
+			if err := upload(r.devIn[i], h); err != nil {
+				return nil, 0, fmt.Errorf("nn: input %s: %w", n.Name(), err)
+			}
+			v = r.devIn[i]
+		}
+		if err := G.Let(n, v); err != nil {
 			return nil, 0, fmt.Errorf("nn: binding input %s: %w", n.Name(), err)
 		}
 	}
@@ -78,15 +129,26 @@ func (r *graphRun) run(vals []*ts.Dense, lf LossFunc) ([]float32, float64, error
 	if err := r.vm.RunAll(); err != nil {
 		return nil, 0, fmt.Errorf("nn: running graph: %w", err)
 	}
-	out := append([]float32(nil), f32s(r.out.Value())...)
+	ov, err := valueFloats(r.out.Value())
+	if err != nil {
+		return nil, 0, fmt.Errorf("nn: output: %w", err)
+	}
+	out := append([]float32(nil), ov...)
 	var loss float64
 	if r.cost != nil {
-		loss = float64(f32s(r.cost.Value())[0])
+		cv, err := valueFloats(r.cost.Value())
+		if err != nil {
+			return nil, 0, fmt.Errorf("nn: loss: %w", err)
+		}
+		loss = float64(cv[0])
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			return out, loss, fmt.Errorf("nn: loss is %v: %w", loss, ErrNonFinite)
 		}
 		for i, p := range r.params {
-			gv := f32s(r.grads[i].Value())
+			gv, err := valueFloats(r.grads[i].Value())
+			if err != nil {
+				return nil, 0, fmt.Errorf("nn: gradient of %s: %w", p.Name, err)
+			}
 			for j, v := range gv {
 				p.Grad[j] += v
 			}
