@@ -232,6 +232,26 @@ func testAgentJetCompat(t *testing.T, token string) {
 	if cu, _ := pool["completed_tasks_client_uuids"].(map[string]any); fmt.Sprint(cu["task-8"]) != "[c-1]" {
 		t.Fatalf("completed_tasks_client_uuids %v: the open server and an admin see client ids", pool["completed_tasks_client_uuids"])
 	}
+	// an eval episode claimed with AgentJet's full throttle policy: the pool
+	// shows its task, its end trains nothing
+	throttled := `{"client_uuid": "c-1", "episode_type": "eval", "discard_episode_timeout": 240.0, "throttle_policy": {"ratio": 1.5, "expected_batch_size": 1, "expected_num_repeat": 2, "current_task_id": "task-9"}}`
+	code, cl = rawPost(t, u+"/claim_episode", throttled, nil)
+	if code != 200 || cl["success"] != true {
+		t.Fatalf("eval claim with a throttle policy: %d %v", code, cl)
+	}
+	_, pool = rawGetJSON(t, u+"/get_current_batch_rollout_pool_information")
+	if !strings.Contains(fmt.Sprint(pool["running_episode_details"]), "optional_task_id:task-9") {
+		t.Fatalf("running_episode_details %v lack the throttled task", pool["running_episode_details"])
+	}
+	evalChat := `{"messages": [{"role": "user", "content": "eval"}], "max_tokens": 4}`
+	if code, r := rawPost(t, agentJetBaseURL(u, cl["openai_base_url"].(string))+"/chat/completions", evalChat, sdkHeaders(cl["openai_api_key"].(string))); code != 200 {
+		t.Fatalf("eval chat: %d %v", code, r)
+	}
+	before := s.BufferedEpisodes()
+	end = `{"client_uuid": "c-1", "episode_uuid": "` + cl["episode_uuid"].(string) + `", "workflow_output": {"reward": 1.0, "is_success": true, "metadata": {"task_id": "task-9"}, "log_metrics": {}}, "task_id": "task-9"}`
+	if code, r := rawPost(t, u+"/end_episode", end, nil); code != 200 || r["success"] != true || s.BufferedEpisodes() != before {
+		t.Fatalf("eval end: %d %v (buffered %d, was %d)", code, r, s.BufferedEpisodes(), before)
+	}
 	// SwarmClient.server_experiment_dir: a JSON object with the key (null without a run directory)
 	if code, d := rawGetJSON(t, u+"/get_server_experiment_dir"); code != 200 || d["server_experiment_dir"] != nil {
 		t.Fatalf("get_server_experiment_dir: %d %v", code, d)
@@ -252,7 +272,7 @@ func testAgentJetCompat(t *testing.T, token string) {
 	if code != 200 {
 		t.Fatalf("/metrics: %d %s", code, b)
 	}
-	for _, want := range []string{"swarm_episodes_total{event=\"claimed\"} 4", "swarm_global_step 1", `swarm_http_requests_total{code="200",endpoint="chat_completions"}`, "swarm_engine_status{status=\"ENGINE.ROLLING\"} 1"} {
+	for _, want := range []string{"swarm_episodes_total{event=\"claimed\"} 5", "swarm_global_step 1", `swarm_http_requests_total{code="200",endpoint="chat_completions"}`, "swarm_engine_status{status=\"ENGINE.ROLLING\"} 1"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("/metrics lacks %q", want)
 		}
