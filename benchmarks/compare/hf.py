@@ -710,6 +710,7 @@ def bench_model(shape, seed=0):
 def set_one_thread():
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
     import common  # noqa: E402  (the shared helpers of benchmarks/compare)
     common.set_threads(1)
     desc = common.describe()
