@@ -54,14 +54,19 @@ func (m *scriptModel) Generate(ctx context.Context, prompts [][]int, o GenerateO
 	for i := range out {
 		g := &out[i]
 		g.FinishReason = "stop"
+		bySequence := false
 		for _, b := range []byte(script) {
 			if len(g.Tokens) == o.MaxTokens {
 				g.FinishReason = "length"
 				break
 			}
 			g.Tokens = append(g.Tokens, int(b))
+			if o.Stop != nil && o.Stop(i, g.Tokens) {
+				bySequence = true // ends on the stop sequence's last token, as a sampler does
+				break
+			}
 		}
-		if g.FinishReason == "stop" && len(g.Tokens) < o.MaxTokens {
+		if g.FinishReason == "stop" && !bySequence && len(g.Tokens) < o.MaxTokens {
 			g.Tokens = append(g.Tokens, 256)
 		}
 		g.LogProbs = make([]float32, len(g.Tokens))
