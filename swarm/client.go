@@ -194,7 +194,8 @@ func (e *Episode) Chat() *ChatClient {
 func (e *Episode) Client() *Client { return e.client }
 
 // BeginEpisode claims an episode, retrying with back-off while the engine is
-// not rolling or has no free slot, until ctx ends.
+// not rolling, has no free slot or this client is at its open-episode
+// quota (429), until ctx ends.
 func (c *Client) BeginEpisode(ctx context.Context, o BeginOptions) (*Episode, error) {
 	if o.Type == "" {
 		o.Type = EpisodeTrain
@@ -216,6 +217,8 @@ func (c *Client) BeginEpisode(ctx context.Context, o BeginOptions) (*Episode, er
 			return &Episode{ID: resp.EpisodeUUID, BaseURL: resp.OpenAIBaseURL, APIKey: resp.OpenAIAPIKey, client: c}, nil
 		case err == nil:
 			last = resp.FailCause
+		case errors.As(err, &he) && he.Status == http.StatusTooManyRequests:
+			last = he.Body // this client's open-episode quota: wait for one of its episodes to end
 		case errors.As(err, &he) && he.Status/100 == 4:
 			return nil, fmt.Errorf("swarm: claim_episode refused: %w", err)
 		default:

@@ -143,10 +143,13 @@ func TestClientQuota(t *testing.T) {
 	m, _ := NewPresetModel("tiny")
 	ts := startServer(t, m, testTrainConfig(4, 4), func(c *ServerConfig) { c.MaxOpenPerClient = 3 })
 	u := ts.ts.URL
+	var held []string
 	for i := range 3 {
-		if code, r := claimRaw(t, u, "greedy"); code != 200 || r["success"] != true {
+		code, r := claimRaw(t, u, "greedy")
+		if code != 200 || r["success"] != true {
 			t.Fatalf("claim %d: %d %v", i, code, r)
 		}
+		held = append(held, r["episode_uuid"].(string))
 	}
 	req, _ := http.NewRequest("POST", u+"/claim_episode", strings.NewReader(`{"client_uuid": "greedy", "episode_type": "eval", "discard_episode_timeout": 10}`))
 	resp, err := http.DefaultClient.Do(req)
@@ -160,6 +163,20 @@ func TestClientQuota(t *testing.T) {
 	}
 	if code, r := claimRaw(t, u, "modest"); code != 200 || r["success"] != true {
 		t.Fatalf("another client starved: %d %v", code, r)
+	}
+	// the Go client waits at its quota until one of its episodes ends
+	cli := NewClient(u)
+	cli.ClientUUID, cli.Backoff = "greedy", Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}
+	got := make(chan error, 1)
+	go func() { _, err := cli.BeginEpisode(ctxT(t), BeginOptions{}); got <- err }()
+	select {
+	case err := <-got:
+		t.Fatalf("BeginEpisode past the quota returned at once: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	rawPost(t, u+"/abort_episode", endBody("greedy", held[0], "", "0"), nil)
+	if err := <-got; err != nil {
+		t.Fatalf("BeginEpisode after a slot freed: %v", err)
 	}
 	// a discard timeout past the server's maximum is refused, naming the bound
 	code, r := rawPost(t, u+"/claim_episode", `{"client_uuid": "modest", "episode_type": "train", "discard_episode_timeout": 604800}`, nil)
