@@ -56,7 +56,10 @@ func GemmHalf(transB bool, m, n, k int, alpha float32, a []float32, lda int, b [
 }
 
 // HalfGEMVRows is the largest m for which GemmHalf with transB takes the
-// matrix-vector (streaming) kernel instead of packing B.
+// matrix-vector (streaming) kernel instead of packing B: up to 16 rows it
+// was the faster of the two at every weight shape of BenchmarkGemmHalf on
+// an AVX2 machine, since packing widens all of B for few uses of each
+// panel.
 const HalfGEMVRows = 16
 
 // HalfToFloat32 widens the 16-bit values src (format f) into dst[:len(src)]
@@ -116,10 +119,10 @@ type halfPath struct {
 	kern *gemmKernel
 	// packB packs like packB in gemm.go, widening from format f.
 	packB func(dst []float32, transB bool, b []uint16, ldb, p0, j0, kb, nb, nr int, f Half)
-	// gemv computes dst[i*gemvR+r] = Σ_p x[i*ldx+p]·w[r*ldw+p] for i < mx,
-	// r < gemvR, over the first k values; mx ≤ gemvM, k is a multiple
-	// of gemvK.
-	gemv         func(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32)
+	// gemv computes dst[i*ldo+j] = Σ_p x[i*ldx+p]·w[j*ldw+p] for i < mx,
+	// j < nb·gemvR (nb blocks of gemvR rows of w), over the first k
+	// values; mx ≤ gemvM, k is a multiple of gemvK.
+	gemv         func(mx, nb, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32, ldo int)
 	gemvR, gemvM int
 	gemvK        int
 	// gemvPairBF16: for bfloat16, gemv wants x with each block of 16
@@ -357,68 +360,82 @@ func pairOrder16(dst, src []float32) {
 // gemvHalfSerial computes C = alpha·A·Bᵀ + beta·C (B n×k) on the calling
 // goroutine; the kernel reads x from xk (row stride ldxk: A, or A in the
 // order the kernel wants), the Go code the values past the kernel's part of
-// k from A. For each block of gemvR rows of B, the kernel runs over the
-// rows of x in groups of at most gemvM, so the block is read from memory
-// once and from cache by the later groups. A last partial block reuses the
-// kernel on the final gemvR rows (recomputing some) when n ≥ gemvR.
+// k from A. B's rows go in chunks of at most gemvChunk (whole blocks of
+// gemvR) and about 96 KiB; the kernel runs on each chunk once per group of
+// at most gemvM rows of x, so a chunk is read from memory once and from L2
+// by the later groups. The rows past the last whole block reuse the kernel
+// on the final gemvR rows (recomputing some) when n ≥ gemvR.
 func gemvHalfSerial(hp *halfPath, m, n, k int, alpha float32, a []float32, lda int, xk []float32, ldxk int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+	const gemvChunk = 512
 	R, M := hp.gemvR, hp.gemvM
 	kv := k / hp.gemvK * hp.gemvK
-	var dstArr [64]float32
-	dst := dstArr[:R*M]
-	gemv := hp.gemv
-	if n < R {
-		R, M, kv = n, 1, k
-		xk, ldxk = a, lda
-		dst = dstArr[:R]
-		gemv = func(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
-			gemvHalfGoRows(R, mx, k, x, ldx, w, ldw, f, dst)
-		}
-	}
-	for j0 := 0; j0 < n; j0 += R {
-		jb := j0
-		if jb+R > n {
-			jb = n - R // overlapping last block; only columns ≥ j0 are stored
-		}
-		w := b[jb*ldb : jb*ldb+(R-1)*ldb+k]
-		for i0 := 0; i0 < m; i0 += M {
-			mx := min(M, m-i0)
-			if kv > 0 {
-				gemv(mx, kv, xk[i0*ldxk:i0*ldxk+(mx-1)*ldxk+kv], ldxk, w, ldb, f, dst)
-			} else {
-				clear(dst)
-			}
-			for i := 0; i < mx; i++ {
-				xi := a[(i0+i)*lda : (i0+i)*lda+k]
-				crow := c[(i0+i)*ldc+jb : (i0+i)*ldc+jb+R]
-				for r := j0 - jb; r < R; r++ {
-					s := dst[i*R+r]
-					if kv < k {
-						wr := w[r*ldb : r*ldb+k]
-						for p := kv; p < k; p++ {
-							s += xi[p] * halfToF32(wr[p], f)
-						}
+	var tmp [4 * gemvChunk]float32
+	chunk := min(gemvChunk, max(R, (96<<10)/(2*k)/R*R))
+	// store finishes columns [j0+rs, j0+cnt) of C's rows i0..i0+mx-1 from
+	// tmp (row stride ldo), the sums over the first kd values of k.
+	store := func(i0, mx, j0, rs, cnt, ldo, kd int) {
+		for i := 0; i < mx; i++ {
+			xi := a[(i0+i)*lda : (i0+i)*lda+k]
+			crow := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+cnt]
+			t := tmp[i*ldo : i*ldo+cnt]
+			for r := rs; r < cnt; r++ {
+				s := t[r]
+				if kd < k {
+					wr := b[(j0+r)*ldb : (j0+r)*ldb+k]
+					for p := kd; p < k; p++ {
+						s += xi[p] * halfToF32(wr[p], f)
 					}
-					if beta == 0 {
-						crow[r] = alpha * s
-					} else {
-						crow[r] = alpha*s + beta*crow[r]
-					}
+				}
+				if beta == 0 {
+					crow[r] = alpha * s
+				} else {
+					crow[r] = alpha*s + beta*crow[r]
 				}
 			}
 		}
 	}
+	if n < R {
+		// Too few rows for a block: the portable kernel, all of k.
+		for i0 := 0; i0 < m; i0 += M {
+			mx := min(M, m-i0)
+			gemvHalfGoRows(n, mx, k, a[i0*lda:], lda, b, ldb, f, tmp[:], n)
+			store(i0, mx, 0, 0, n, n, k)
+		}
+		return
+	}
+	run := func(j0, nb, rs int) {
+		cnt := nb * R
+		w := b[j0*ldb : (j0+cnt-1)*ldb+k]
+		for i0 := 0; i0 < m; i0 += M {
+			mx := min(M, m-i0)
+			if kv > 0 {
+				hp.gemv(mx, nb, kv, xk[i0*ldxk:i0*ldxk+(mx-1)*ldxk+kv], ldxk, w, ldb, f, tmp[:], cnt)
+			} else {
+				clear(tmp[:mx*cnt])
+			}
+			store(i0, mx, j0, rs, cnt, cnt, kv)
+		}
+	}
+	nFull := n / R * R
+	for j0 := 0; j0 < nFull; j0 += chunk {
+		run(j0, min(chunk, nFull-j0)/R, 0)
+	}
+	if nFull < n {
+		run(n-R, 1, nFull-(n-R)) // overlapping last block; rows ≥ nFull stored
+	}
 }
 
-// gemvHalfGo is the portable matrix-vector kernel: gemvR = 4, gemvM = 4,
-// any k.
-func gemvHalfGo(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
-	gemvHalfGoRows(4, mx, k, x, ldx, w, ldw, f, dst)
+// gemvHalfGo is the portable matrix-vector kernel (gemvR = 4, gemvM = 4,
+// any k).
+func gemvHalfGo(mx, nb, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32, ldo int) {
+	for blk := 0; blk < nb; blk++ {
+		gemvHalfGoRows(4, mx, k, x, ldx, w[4*blk*ldw:], ldw, f, dst[4*blk:], ldo)
+	}
 }
 
-// gemvHalfGoRows sets dst[i*R+r] = Σ_{p<k} x[i*ldx+p]·w[r*ldw+p] for
+// gemvHalfGoRows sets dst[i*ldo+r] = Σ_{p<k} x[i*ldx+p]·w[r*ldw+p] for
 // i < mx ≤ 4, r < R, widening each row of w once per 256 values.
-func gemvHalfGoRows(R, mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
+func gemvHalfGoRows(R, mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32, ldo int) {
 	var row [256]float32
 	for r := 0; r < R; r++ {
 		var acc [4]float32
@@ -443,7 +460,7 @@ func gemvHalfGoRows(R, mx, k int, x []float32, ldx int, w []uint16, ldw int, f H
 			}
 		}
 		for i := 0; i < mx; i++ {
-			dst[i*R+r] = acc[i]
+			dst[i*ldo+r] = acc[i]
 		}
 	}
 }

@@ -28,22 +28,22 @@ func packTBF16AVX2(panel *float32, src *uint16, ld, width, r8, k8 int)
 func packTF16AVX2(panel *float32, src *uint16, ld, width, r8, k8 int)
 
 //go:noescape
-func hgemvBF16AVX2M1(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvBF16AVX2M1(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
 
 //go:noescape
-func hgemvBF16AVX2M2(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvBF16AVX2M2(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
 
 //go:noescape
-func hgemvBF16AVX2M3(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvBF16AVX2M3(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
 
 //go:noescape
-func hgemvF16AVX2M1(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvF16AVX2M1(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
 
 //go:noescape
-func hgemvF16AVX2M2(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvF16AVX2M2(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
 
 //go:noescape
-func hgemvF16AVX2M3(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)
+func hgemvF16AVX2M3(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
 
 // hasHalfAVX2 reports whether the CPU has the AVX2, FMA and F16C
 // instructions of half_gemm_amd64.s.
@@ -122,32 +122,35 @@ func packBHalfAVX2(dst []float32, transB bool, b []uint16, ldb, p0, j0, kb, nb, 
 	}
 }
 
-// gemvHalfAVX2 is the matrix-vector kernel of halfPath: 4 rows of w by
-// mx ≤ 3 rows of x, k a multiple of 16, x in pair order for bfloat16. The
-// slicing by the caller bounds what the kernel reads.
-func gemvHalfAVX2(mx, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32) {
+// gemvHalfAVX2 is the matrix-vector kernel of halfPath: nb blocks of 4
+// rows of w by mx ≤ 3 rows of x, k a multiple of 16, x in pair order for
+// bfloat16. The checks below bound what the kernel reads and writes.
+func gemvHalfAVX2(mx, nb, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32, ldo int) {
+	if nb == 0 {
+		return
+	}
 	_ = x[(mx-1)*ldx+k-1]
-	_ = w[3*ldw+k-1]
-	_ = dst[4*mx-1]
+	_ = w[(4*nb-1)*ldw+k-1]
+	_ = dst[(mx-1)*ldo+4*nb-1]
 	k16 := k / 16
 	xp, wp, dp := &x[0], &w[0], &dst[0]
 	if f == BF16 {
 		switch mx {
 		case 1:
-			hgemvBF16AVX2M1(k16, xp, ldx, wp, ldw, dp)
+			hgemvBF16AVX2M1(nb, k16, xp, ldx, wp, ldw, dp, ldo)
 		case 2:
-			hgemvBF16AVX2M2(k16, xp, ldx, wp, ldw, dp)
+			hgemvBF16AVX2M2(nb, k16, xp, ldx, wp, ldw, dp, ldo)
 		default:
-			hgemvBF16AVX2M3(k16, xp, ldx, wp, ldw, dp)
+			hgemvBF16AVX2M3(nb, k16, xp, ldx, wp, ldw, dp, ldo)
 		}
 		return
 	}
 	switch mx {
 	case 1:
-		hgemvF16AVX2M1(k16, xp, ldx, wp, ldw, dp)
+		hgemvF16AVX2M1(nb, k16, xp, ldx, wp, ldw, dp, ldo)
 	case 2:
-		hgemvF16AVX2M2(k16, xp, ldx, wp, ldw, dp)
+		hgemvF16AVX2M2(nb, k16, xp, ldx, wp, ldw, dp, ldo)
 	default:
-		hgemvF16AVX2M3(k16, xp, ldx, wp, ldw, dp)
+		hgemvF16AVX2M3(nb, k16, xp, ldx, wp, ldw, dp, ldo)
 	}
 }

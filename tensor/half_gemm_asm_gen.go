@@ -167,9 +167,11 @@ func genPackT(f format) {
 	emit("")
 }
 
-// genGemv writes hgemv<F>AVX2M<M>(k16 int, x *float32, ldx int, w *uint16,
-// ldw int, dst *float32): dst[i*4+r] = Σ_p x[i*ldx+p]·w[r*ldw+p] for i < M,
-// r < 4, over 16·k16 values, reading four rows of w as four streams.
+// genGemv writes hgemv<F>AVX2M<M>(nb, k16 int, x *float32, ldx int,
+// w *uint16, ldw int, dst *float32, ldo int): dst[i*ldo+4*b+r] =
+// Σ_p x[i*ldx+p]·w[(4*b+r)*ldw+p] for i < M, blocks b < nb of four rows of
+// w, r < 4, over 16·k16 values. Each block reads its four rows as four
+// streams while prefetching the next block.
 //
 // Each step of 16 values yields two vectors of eight widened weights per
 // row, part 0 and part 1, which meet the x vectors at offsets 0 and 32 bytes
@@ -202,24 +204,37 @@ func genGemv(f format, M int) {
 	t0, t1 := y(next), y(next+1)
 	mask := y(next + 2)
 	bf16 := f.name == "BF16"
-	emit("// func %s(k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32)", name)
-	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
-	emit("\tMOVQ k16+0(FP), CX")
-	emit("\tMOVQ x+8(FP), AX")
-	emit("\tMOVQ ldx+16(FP), R8")
+	emit("// func %s(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-64", name)
+	emit("\tMOVQ nb+0(FP), R9")
+	emit("\tMOVQ k16+8(FP), R13")
+	emit("\tMOVQ x+16(FP), R12")
+	emit("\tMOVQ ldx+24(FP), R8")
 	emit("\tSHLQ $2, R8")
-	emit("\tMOVQ w+24(FP), BX")
-	emit("\tMOVQ ldw+32(FP), DX")
+	emit("\tMOVQ w+32(FP), BX")
+	emit("\tMOVQ ldw+40(FP), DX")
 	emit("\tSHLQ $1, DX")
 	emit("\tLEAQ (DX)(DX*2), R10")
-	emit("\tMOVQ dst+40(FP), DI")
-	emit("\tLEAQ (BX)(DX*4), R11") // the next block of rows, prefetched
-	for i := 0; i < sets*R*M; i++ {
-		emit("\tVXORPS %s, %s, %s", y(i), y(i), y(i))
-	}
+	emit("\tMOVQ dst+48(FP), DI")
+	emit("\tMOVQ ldo+56(FP), SI")
+	emit("\tSHLQ $2, SI")
 	if bf16 {
 		emit("\tVPCMPEQD %s, %s, %s", mask, mask, mask)
 		emit("\tVPSLLD $16, %s, %s", mask, mask)
+	}
+	emit("\tTESTQ R9, R9")
+	emit("\tJEQ %s_done", name)
+	emit("%s_block:", name)
+	emit("\tMOVQ R12, AX")
+	emit("\tMOVQ R13, CX")
+	// R11 sweeps the next block of rows, prefetching it; in the last block
+	// it sweeps the current one instead, since prefetching past the end of
+	// w can cost a page walk per line.
+	emit("\tLEAQ (BX)(DX*4), R11")
+	emit("\tCMPQ R9, $1")
+	emit("\tCMOVQEQ BX, R11")
+	for i := 0; i < sets*R*M; i++ {
+		emit("\tVXORPS %s, %s, %s", y(i), y(i), y(i))
 	}
 	xRows := []string{"(AX)", "(AX)(R8*1)", "(AX)(R8*2)"}
 	wRows := []string{"(BX)", "(BX)(DX*1)", "(BX)(DX*2)", "(BX)(R10*1)"}
@@ -269,20 +284,27 @@ func genGemv(f format, M int) {
 			emit("\tVADDPS %s, %s, %s", acc(1, 0, r), acc(0, 0, r), acc(0, 0, r))
 		}
 	}
-	// Y12, Y13 (or, for one row of x, Y8, Y9) are free once the loop is done.
-	h0, h1 := "Y12", "Y13"
-	l0, l1 := "X12", "X13"
-	if sets == 2 {
-		h0, h1, l0, l1 = "Y8", "Y9", "X8", "X9"
-	}
+	// The two temporaries are free once the loop is done.
+	h0, h1 := t0, t1
+	l0, l1 := "X"+t0[1:], "X"+t1[1:]
+	dRows := []string{"(DI)", "(DI)(SI*1)", "(DI)(SI*2)"}
 	for i := 0; i < M; i++ {
 		emit("\tVHADDPS %s, %s, %s", acc(0, i, 1), acc(0, i, 0), h0)
 		emit("\tVHADDPS %s, %s, %s", acc(0, i, 3), acc(0, i, 2), h1)
 		emit("\tVHADDPS %s, %s, %s", h1, h0, h0)
 		emit("\tVEXTRACTF128 $1, %s, %s", h0, l1)
 		emit("\tVADDPS %s, %s, %s", l1, l0, l0)
-		emit("\tVMOVUPS %s, %d(DI)", l0, 16*i)
+		emit("\tVMOVUPS %s, %s", l0, dRows[i])
 	}
+	// Next block: four rows on from where this one started.
+	emit("\tMOVQ R13, CX")
+	emit("\tSHLQ $5, CX")
+	emit("\tSUBQ CX, BX")
+	emit("\tLEAQ (BX)(DX*4), BX")
+	emit("\tADDQ $16, DI")
+	emit("\tDECQ R9")
+	emit("\tJNE %s_block", name)
+	emit("%s_done:", name)
 	emit("\tVZEROUPPER")
 	emit("\tRET")
 	emit("")
