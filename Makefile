@@ -26,7 +26,8 @@ test: vet test-cuda-build
 # troupecuda (not "cuda": Gorgonia's own files use that tag and then need
 # cuDNN). With the CUDA headers present (scripts/install-cuda.sh, which
 # .ci/run calls) this vets (go vet and staticcheck) and builds the whole tree with the tag, links the
-# tagged test binaries (not run: without a GPU cu's init exits), and checks the
+# tagged test binaries (not run: without a GPU cu's init exits) and the tagged
+# cmd/troupe (checking that it contains package cuda's backend), and checks the
 # committed PTX with ptxas (the nvcc freshness test runs in go test ./...); otherwise it says
 # it skipped. CUDA_LDFLAGS points the linker at the libcuda stub.
 CUDA_TAG     ?= troupecuda
@@ -38,7 +39,10 @@ test-cuda-build:
 		$(GO) vet -tags $(CUDA_TAG) ./...; \
 		$(GO) run $(STATICCHECK) -tags $(CUDA_TAG) ./...; \
 		$(GO) build -tags $(CUDA_TAG) ./...; \
-		d=$$(mktemp -d); $(GO) test -tags $(CUDA_TAG) -c -o $$d/ ./cuda ./benchmarks; rm -rf $$d; \
+		d=$$(mktemp -d); $(GO) test -tags $(CUDA_TAG) -c -o $$d/ ./cuda ./benchmarks; \
+		$(GO) build -tags $(CUDA_TAG) -o $$d/troupe ./cmd/troupe; \
+		$(GO) tool nm $$d/troupe | grep -q 'troupe/cuda.DenseBackend' || { echo "cmd/troupe built with -tags $(CUDA_TAG) does not link the device backend"; exit 1; }; \
+		rm -rf $$d; \
 		TROUPE_PTXAS=1 $(GO) test -count=1 -run '^TestPTXAssembles$$' ./cuda; \
 	else \
 		echo "skipped: CUDA headers not found (cuda.h): -tags $(CUDA_TAG) not vetted or built; scripts/install-cuda.sh installs them"; \
