@@ -106,11 +106,12 @@ type trainCurves struct {
 // maxCurvePoints bounds the curves' memory; older points are thinned out.
 const maxCurvePoints = 1 << 16
 
-// recordStep reports a finished step: the hook, TrainMetricsFile, the
-// curves. Called from the training goroutine only.
+// recordStep reports a finished step: TrainMetricsFile, the curves, then
+// the hook (so that a hook may read the file up to its step). Called from
+// the training goroutine only.
 func (s *Server) recordStep(t TrainStep) {
 	if s.cfg.OnTrainStep != nil {
-		s.cfg.OnTrainStep(t)
+		defer s.cfg.OnTrainStep(t)
 	}
 	c := &s.curves
 	if len(c.steps) >= maxCurvePoints {
