@@ -79,11 +79,20 @@
 // over an interface of Engine's kernel methods; it is tested without a GPU
 // against a host-memory fake device, and on a GPU against the CPU backend.
 //
+// Package nn dispatches the same way: its fused ops (Linear, Embedding,
+// LayerNorm, GELU, Add, LogSoftmaxGather, CrossEntropy, ExternalLoss), its
+// optimizers and its graph runs use the backend of their operands' engine,
+// so a Gorgonia graph run on a machine with an Engine (G.WithEngine) and
+// parameters on the device computes there (TestDeviceNNDispatch). Ops
+// without a device implementation (attention, rotary embeddings, LSTM,
+// CopyMix) return an error naming the op. Package device opens the engine
+// for a --device cuda flag.
+//
 // # Device check
 //
 // scripts/device-check.sh prepare builds the tagged test binaries of ./cuda
 // and ./benchmarks here into out/devcheck; scripts/device-check.sh run, on a
 // GPU machine with out/devcheck carried along, runs the correctness tests,
 // the GPU benchmarks and the PyTorch CUDA comparison (benchmarks/compare/cuda.py)
-// within ten minutes and writes $OUT/results.txt.
+// within eight minutes and writes $OUT/results.txt.
 package cuda

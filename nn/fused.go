@@ -128,11 +128,8 @@ type kernel struct {
 // Scratch tensors must be allocated once (onEngine) and kept: device memory
 // is not reclaimed by the garbage collector.
 type devKernel struct {
-	// hostOut allocates the output in Go memory instead of on the inputs'
-	// engine (a loss computed on the host).
-	hostOut bool
-	fwd     func(b kern.Backend, in []*ts.Dense, out *ts.Dense) error
-	bwd     func(b kern.Backend, in []*ts.Dense, out, dy *ts.Dense, grads []*ts.Dense) error
+	fwd func(b kern.Backend, in []*ts.Dense, out *ts.Dense) error
+	bwd func(b kern.Backend, in []*ts.Dense, out, dy *ts.Dense, grads []*ts.Dense) error
 }
 
 type fusedOp struct {
@@ -185,12 +182,7 @@ func (o *fusedOp) doDevice(b kern.Backend, ref *ts.Dense, vals []G.Value) (G.Val
 	if err != nil {
 		return nil, fmt.Errorf("nn: %s: %w", o.name, err)
 	}
-	var out *ts.Dense
-	if o.k.dev.hostOut {
-		out = cached(&o.ret, o.shape)
-	} else {
-		out = onEngine(&o.dret, ref, o.shape)
-	}
+	out := onEngine(&o.dret, ref, o.shape)
 	if err := o.k.dev.fwd(b, in, out); err != nil {
 		return nil, fmt.Errorf("nn: %s on %s: %w", o.name, b.Name(), err)
 	}

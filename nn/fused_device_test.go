@@ -331,3 +331,32 @@ func TestLMDevice(t *testing.T) {
 		t.Errorf("SupervisedStep on the device: error %v, want the missing device self-attention", err)
 	}
 }
+
+// opaqueEng marks its tensors as memory Go cannot read (as a GPU engine
+// does) while keeping them in Go memory, so hostFloats and upload take
+// their copy-through-the-engine path.
+type opaqueEng struct{ ts.StdEng }
+
+func (opaqueEng) AllocAccessible() bool { return false }
+
+func TestHostFloatsUploadThroughEngine(t *testing.T) {
+	d := ts.New(ts.WithShape(2, 3), ts.Of(ts.Float32), ts.WithEngine(opaqueEng{}))
+	if d.IsNativelyAccessible() {
+		t.Fatal("opaqueEng tensor is natively accessible; the test would not take the copy path")
+	}
+	want := []float32{1, -2, 3.5, 0, 5, -6}
+	if err := upload(d, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := hostFloats(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("upload then hostFloats (-want +got):\n%s", d)
+	}
+	got[0] = 42 // a copy, not the tensor's memory
+	if again, _ := hostFloats(d); again[0] != 1 {
+		t.Errorf("hostFloats returned the tensor's own memory for an inaccessible tensor")
+	}
+}

@@ -546,17 +546,21 @@ func ExternalLoss(x *G.Node, fn *LossFunc) *G.Node {
 			g[0][i] = v * dy[0]
 		}
 	}
-	// On a device the values come to the host for fn and the gradient goes
-	// back; the loss is a host scalar.
+	// On a device the values come to the host for fn, and the loss and the
+	// gradient go back (a machine with a device engine marks every tensor it
+	// holds as device memory, so the loss lives there too).
 	scaled := make([]float32, n)
+	loss := make([]float32, 1)
 	k.dev = &devKernel{
-		hostOut: true,
 		fwd: func(_ kern.Backend, v []*ts.Dense, y *ts.Dense) error {
 			h, err := hostFloats(v[0])
 			if err != nil {
 				return err
 			}
-			return k.fwd([][]float32{h}, f32s(y))
+			if err := k.fwd([][]float32{h}, loss); err != nil {
+				return err
+			}
+			return upload(y, loss)
 		},
 		bwd: func(_ kern.Backend, _ []*ts.Dense, _, dy *ts.Dense, g []*ts.Dense) error {
 			h, err := hostFloats(dy)
