@@ -20,7 +20,7 @@ import (
 	"github.com/troupe-ml/troupe/tensor"
 )
 
-// nnRun builds LayerNorm(GELU(Linear(x))) → LogSoftmaxGather over a 6-word
+// nnRun builds LayerNorm(GELU(Linear(x)) + Linear(x)) → LogSoftmaxGather over a 6-word
 // vocabulary with the ExternalLoss Σ r·out, on e when e is non-nil, and
 // returns the output and the gradients of x, w, b, gamma and beta on the
 // host.
@@ -35,7 +35,10 @@ func nnRun(t *testing.T, e *Engine, ins []*gt.Dense, r []float32) [][]float32 {
 		}
 		nodes[i] = G.NewTensor(g, gt.Float32, h.Dims(), G.WithShape(h.Shape().Clone()...), G.WithValue(v), G.WithName(fmt.Sprintf("in%d", i)))
 	}
-	h := nn.LayerNormOp(nn.GELUOp(nn.LinearOp(nodes[0], nodes[1], nodes[2])), nodes[3], nodes[4], 1e-5)
+	// lin feeds two ops, so Gorgonia sums its gradient with its own Add,
+	// which the machine runs through Engine's gorgonia.org/tensor methods.
+	lin := nn.LinearOp(nodes[0], nodes[1], nodes[2])
+	h := nn.LayerNormOp(nn.AddOp(nn.GELUOp(lin), lin), nodes[3], nodes[4], 1e-5)
 	out := nn.LogSoftmaxGatherOp(h, nodes[5])
 	lf := nn.LossFunc(func(v []float32) (float64, []float32) {
 		var s float64

@@ -166,6 +166,8 @@ func TestFusedOpsDeviceDispatch(t *testing.T) {
 			func(n []*G.Node) *G.Node { return LogSoftmaxGatherOp(n[0], n[1]) }},
 		{"CrossEntropy with padding", []gcInput{randIn(rng, 2, true, 2, 3, 5), targets},
 			func(n []*G.Node) *G.Node { return CrossEntropyOp(n[0], n[1]) }},
+		{"shared input (Gorgonia sums its gradients)", []gcInput{randIn(rng, 1, true, 3, 4)},
+			func(n []*G.Node) *G.Node { return AddOp(GELUOp(n[0]), n[0]) }},
 		{"Linear → GELU → LayerNorm chain", []gcInput{randIn(rng, 1, true, 4, 3), randIn(rng, 1, true, 3, 6), randIn(rng, 1, true, 6), randIn(rng, 1, true, 6)},
 			func(n []*G.Node) *G.Node { return LayerNormOp(GELUOp(LinearOp(n[0], n[1], nil)), n[2], n[3], 1e-5) }},
 	}
