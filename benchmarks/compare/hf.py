@@ -826,11 +826,11 @@ def table_key(kind, shape, batch):
 
 
 def compare(args):
-    """Go and PyTorch alternately, args.repeat times (HF_REPEAT overrides
-    it: one round is minutes), as GO/PT rows for table.py. The Go benchmark
+    """Go and PyTorch alternately, args.repeat times, as GO/PT rows for
+    table.py. The Go benchmark
     names (BenchmarkHFDecode/<shape>/batch=<n>, BenchmarkHFLoRAStep/<shape>)
     are rewritten into table.py's Benchmark<Topic>/troupe/<key>/t<threads>."""
-    repeat = int(os.environ.get("HF_REPEAT", args.repeat))
+    repeat = args.repeat
     print(set_one_thread(), flush=True)
     print(f"# {DECODE_TIMED}", flush=True)
     print(f"# LoRA: {LORA_TIMED}", flush=True)
@@ -890,9 +890,13 @@ def main(argv):
     # run.sh's topic arguments; these benchmarks are one thread, Go -benchtime 1x.
     p.add_argument("--threads", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--benchtime", help=argparse.SUPPRESS)
-    if argv and argv[0].startswith("--") and argv[0] != "--help":
+    topic = argv and argv[0].startswith("--") and argv[0] != "--help"
+    if topic:
         argv = ["compare"] + argv  # run as a run.sh topic (TOPICS=hf)
     args = ap.parse_args(argv)
+    if topic:
+        # One round is minutes: HF_REPEAT (default 1), not run.sh's REPEAT.
+        args.repeat = int(os.environ.get("HF_REPEAT", "1"))
 
     if args.cmd == "logprobs":
         model = load_model(args.model_dir)
