@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"examples/finance-risk/finrisk"
+	"examples/finance-risk/pipeline"
 	"github.com/troupe-ml/troupe/distill"
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
-	"github.com/troupe-ml/troupe/examples/finance-risk/pipeline"
 )
 
 // BenchmarkInference measures the inference of the whole ensemble (every

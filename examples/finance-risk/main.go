@@ -6,9 +6,9 @@ import (
 	"os"
 	"time"
 
+	"examples/finance-risk/finrisk"
+	"examples/finance-risk/pipeline"
 	"github.com/troupe-ml/troupe/distill"
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
-	"github.com/troupe-ml/troupe/examples/finance-risk/pipeline"
 )
 
 // Options of a run.

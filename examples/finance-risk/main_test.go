@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
-	"github.com/troupe-ml/troupe/examples/finance-risk/pipeline"
+	"examples/finance-risk/finrisk"
+	"examples/finance-risk/pipeline"
 )
 
 // TestQuickEndToEnd runs the example's -quick path on the real data and

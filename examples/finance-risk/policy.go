@@ -5,8 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"examples/finance-risk/finrisk"
 	"github.com/troupe-ml/troupe/ensemble"
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/rl/reward"
 )

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
+	"examples/finance-risk/finrisk"
 )
 
 // synthApplicants draws applicants whose fused logit z is calibrated:

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"examples/finance-risk/finrisk"
+	"examples/finance-risk/pipeline"
 	"github.com/troupe-ml/troupe/eval"
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
-	"github.com/troupe-ml/troupe/examples/finance-risk/pipeline"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/troupe-ml/troupe/examples/translation/corpus"
-	"github.com/troupe-ml/troupe/examples/translation/grader"
+	"examples/translation/corpus"
+	"examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"examples/translation/grader"
 	"github.com/troupe-ml/troupe/eval"
-	"github.com/troupe-ml/troupe/examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 )

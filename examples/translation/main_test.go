@@ -14,9 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"examples/translation/corpus"
+	"examples/translation/grader"
 	"github.com/troupe-ml/troupe/eval"
-	"github.com/troupe-ml/troupe/examples/translation/corpus"
-	"github.com/troupe-ml/troupe/examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
 )

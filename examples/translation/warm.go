@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupe-ml/troupe/examples/translation/corpus"
-	"github.com/troupe-ml/troupe/examples/translation/grader"
+	"examples/translation/corpus"
+	"examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 )

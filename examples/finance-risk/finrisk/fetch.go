@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/troupe-ml/troupe/internal/repo"
+	"examples/internal/repo"
 )
 
 // Paths of the data files below a data directory.

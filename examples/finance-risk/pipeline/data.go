@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
+	"examples/finance-risk/finrisk"
 )
 
 // Window is the number of past daily returns the market agent reads.

@@ -4,8 +4,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/troupe-ml/troupe/examples/finance-risk/agents"
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
+	"examples/finance-risk/agents"
+	"examples/finance-risk/finrisk"
 )
 
 // MarketAgent is the market-volatility agent: an LSTM over the last Window

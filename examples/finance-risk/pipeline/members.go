@@ -5,8 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/troupe-ml/troupe/examples/finance-risk/agents"
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
+	"examples/finance-risk/agents"
+	"examples/finance-risk/finrisk"
 )
 
 // Members of the ensemble, in fusion order.

@@ -6,8 +6,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/troupe-ml/troupe/examples/finance-risk/agents"
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
+	"examples/finance-risk/agents"
+	"examples/finance-risk/finrisk"
 )
 
 // newTinyLSTM is a small market network (Hidden 4) for the tests.

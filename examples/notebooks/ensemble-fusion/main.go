@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupe-ml/troupe/examples/finance-risk/finrisk"
-	"github.com/troupe-ml/troupe/examples/finance-risk/pipeline"
+	"examples/finance-risk/finrisk"
+	"examples/finance-risk/pipeline"
 	"github.com/troupe-ml/troupe/rl/metrics"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"

@@ -11,8 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/troupe-ml/troupe/examples/translation/gettext"
-	"github.com/troupe-ml/troupe/internal/repo"
+	"examples/internal/repo"
+	"examples/translation/gettext"
 	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/htmlindex"
 )

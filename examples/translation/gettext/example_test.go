@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/troupe-ml/troupe/examples/translation/gettext"
+	"examples/translation/gettext"
 )
 
 func ExampleParse() {

@@ -3,8 +3,8 @@ package grader_test
 import (
 	"fmt"
 
-	"github.com/troupe-ml/troupe/examples/translation/corpus"
-	"github.com/troupe-ml/troupe/examples/translation/grader"
+	"examples/translation/corpus"
+	"examples/translation/grader"
 )
 
 func ExampleTranslationQualityGrader() {

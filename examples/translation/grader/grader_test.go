@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"examples/translation/corpus"
 	"github.com/troupe-ml/troupe/eval"
-	"github.com/troupe-ml/troupe/examples/translation/corpus"
 )
 
 func rules(issues []Issue) []string {

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"examples/translation/corpus"
 	"github.com/troupe-ml/troupe/eval"
-	"github.com/troupe-ml/troupe/examples/translation/corpus"
 )
 
 // Issue is one problem a grader found.
