@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troupe-ml/troupe/device"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
@@ -61,11 +62,28 @@ func shapeNames() []string {
 	return out
 }
 
-// lmFlags is a command's flag set with --model-dir.
+// lmFlags is a command's flag set with --model-dir and --device.
 func lmFlags(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("troupe lm "+name, flag.ContinueOnError)
 	dir := fs.String("model-dir", "", "Hugging Face model directory (required)")
+	fs.String("device", "cpu", deviceHelp)
 	return fs, dir
+}
+
+const deviceHelp = "where the model runs: cpu, or cuda (a build with -tags troupecuda and an NVIDIA GPU)"
+
+// selectDevice makes name the device tensors live on. Only the CPU runs
+// troupe's models today: the device backend has no attention or decoding
+// path yet, so asking for cuda is an error that says so rather than a
+// silent fall-back to the CPU.
+func selectDevice(name string) error {
+	if name == "" || name == "cpu" {
+		return nil
+	}
+	if err := device.Select(name); err != nil {
+		return err
+	}
+	return fmt.Errorf("--device %s: troupe's language models do not run on the device yet (no device attention or decoding); use --device cpu", name)
 }
 
 func parseFlags(fs *flag.FlagSet, args []string, dir *string) error {
@@ -74,6 +92,9 @@ func parseFlags(fs *flag.FlagSet, args []string, dir *string) error {
 	}
 	if dir != nil && *dir == "" {
 		return fmt.Errorf("%s: --model-dir is required", fs.Name())
+	}
+	if d := fs.Lookup("device"); d != nil {
+		return selectDevice(d.Value.String())
 	}
 	return nil
 }
@@ -363,6 +384,7 @@ func lmExport(args []string, _ io.Reader, stdout io.Writer) error {
 // hfServeOptions are swarm serve's flags for pretrained models.
 type hfServeOptions struct {
 	modelDir, lora, agents string
+	device                 string
 	rank                   int
 	alpha, lr              float64
 }
@@ -374,6 +396,7 @@ func (o *hfServeOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.rank, "lora-rank", 16, "with --model-dir: rank of new LoRA adapters")
 	fs.Float64Var(&o.alpha, "lora-alpha", 32, "with --model-dir: alpha of new LoRA adapters")
 	fs.Float64Var(&o.lr, "lr", 1e-5, "with --model-dir: AdamW learning rate of the adapters")
+	fs.StringVar(&o.device, "device", "cpu", deviceHelp)
 }
 
 // models loads the base and its tokenizer once and returns the agents'

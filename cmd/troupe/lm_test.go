@@ -122,3 +122,16 @@ func TestLMErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceFlag: --device cpu is the default; cuda in a build without the
+// tag says how to get it, never falls back silently.
+func TestDeviceFlag(t *testing.T) {
+	var out bytes.Buffer
+	err := lmMain([]string{"logprobs", "--model-dir", t.TempDir(), "--ids", "1,2", "--device", "cuda"}, strings.NewReader(""), &out)
+	if err == nil || !strings.Contains(err.Error(), "troupecuda") {
+		t.Errorf("--device cuda: error %v, want one naming -tags troupecuda", err)
+	}
+	if err := selectDevice("cpu"); err != nil {
+		t.Errorf("--device cpu: %v", err)
+	}
+}

@@ -334,6 +334,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := selectDevice(o.hf.device); err != nil {
+		return err
+	}
 	specs := []spec{{o.model, o.port}}
 	switch {
 	case o.hf.modelDir != "" && o.hf.agents != "":
