@@ -3,14 +3,14 @@ package swarm
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/safetensors"
 )
 
 // ChatTokenizer renders chats and maps tokens to bytes: the text side of a
@@ -369,10 +369,6 @@ const (
 	metaOpaque = "swarm.opaque_state"
 )
 
-// maxHeader bounds the safetensors header the Adapter reads (the format's
-// own limit is 100 MB).
-const maxHeader = 100 << 20
-
 // Save implements Model: the State's bytes with the version and name added.
 func (a *Adapter) Save(w io.Writer) error {
 	if a.cfg.State == nil {
@@ -382,61 +378,24 @@ func (a *Adapter) Save(w io.Writer) error {
 	if err := a.cfg.State.Save(&buf); err != nil {
 		return fmt.Errorf("swarm: save %s: %w", a.cfg.Name, err)
 	}
-	meta := map[string]string{metaVersion: strconv.FormatInt(a.Version(), 10), metaName: a.cfg.Name}
-	b := buf.Bytes()
-	header, data, ok := splitSafetensors(b)
-	if !ok {
+	meta := map[string]string{}
+	var tensors []safetensors.Tensor
+	if f, err := safetensors.Read(bytes.NewReader(buf.Bytes())); err == nil {
+		maps.Copy(meta, f.Metadata)
+		for _, name := range f.Names() {
+			t, _ := f.Tensor(name)
+			tensors = append(tensors, t)
+		}
+	} else {
 		meta[metaOpaque] = "state"
-		header = map[string]json.RawMessage{}
-		entry, _ := json.Marshal(map[string]any{"dtype": "U8", "shape": []int{len(b)}, "data_offsets": []int{0, len(b)}})
-		header["state"] = entry
-		data = b
-	} else if old, ok := header["__metadata__"]; ok {
-		var m map[string]string
-		if err := json.Unmarshal(old, &m); err != nil {
-			return fmt.Errorf("swarm: save %s: the state's safetensors metadata: %w", a.cfg.Name, err)
-		}
-		for k, v := range meta {
-			m[k] = v
-		}
-		meta = m
+		tensors = []safetensors.Tensor{{Name: "state", DType: safetensors.U8, Shape: []int{buf.Len()}, Data: buf.Bytes()}}
 	}
-	mb, err := json.Marshal(meta)
-	if err != nil {
-		return err
-	}
-	header["__metadata__"] = mb
-	hb, err := json.Marshal(header)
-	if err != nil {
-		return err
-	}
-	for len(hb)%8 != 0 { // the data section starts 8-byte aligned
-		hb = append(hb, ' ')
-	}
-	var hl [8]byte
-	binary.LittleEndian.PutUint64(hl[:], uint64(len(hb)))
-	for _, part := range [][]byte{hl[:], hb, data} {
-		if _, err := w.Write(part); err != nil {
-			return fmt.Errorf("swarm: save %s: %w", a.cfg.Name, err)
-		}
+	meta[metaVersion] = strconv.FormatInt(a.Version(), 10)
+	meta[metaName] = a.cfg.Name
+	if err := safetensors.Write(w, tensors, meta); err != nil {
+		return fmt.Errorf("swarm: save %s: %w", a.cfg.Name, err)
 	}
 	return nil
-}
-
-// splitSafetensors parses b's safetensors header; ok is false when b is not
-// safetensors.
-func splitSafetensors(b []byte) (header map[string]json.RawMessage, data []byte, ok bool) {
-	if len(b) < 8 {
-		return nil, nil, false
-	}
-	n := binary.LittleEndian.Uint64(b)
-	if n > maxHeader || n > uint64(len(b)-8) {
-		return nil, nil, false
-	}
-	if err := json.Unmarshal(b[8:8+n], &header); err != nil {
-		return nil, nil, false
-	}
-	return header, b[8+n:], true
 }
 
 // Load implements Model: it restores the State and then the version, so a
@@ -445,43 +404,27 @@ func (a *Adapter) Load(r io.Reader) error {
 	if a.cfg.State == nil {
 		return fmt.Errorf("swarm: model %q has no checkpoint (its AdapterConfig.State is nil)", a.cfg.Name)
 	}
-	var hl [8]byte
-	if _, err := io.ReadFull(r, hl[:]); err != nil {
-		return fmt.Errorf("swarm: load %s: checkpoint header length: %w", a.cfg.Name, err)
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("swarm: load %s: %w", a.cfg.Name, err)
 	}
-	n := binary.LittleEndian.Uint64(hl[:])
-	if n > maxHeader {
-		return fmt.Errorf("swarm: load %s: checkpoint header of %d bytes is larger than %d", a.cfg.Name, n, maxHeader)
+	f, err := safetensors.Read(bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("swarm: load %s: %w", a.cfg.Name, err)
 	}
-	hb := make([]byte, n)
-	if _, err := io.ReadFull(r, hb); err != nil {
-		return fmt.Errorf("swarm: load %s: checkpoint header: %w", a.cfg.Name, err)
-	}
-	var header struct {
-		Meta map[string]string `json:"__metadata__"`
-	}
-	if err := json.Unmarshal(hb, &header); err != nil {
-		return fmt.Errorf("swarm: load %s: checkpoint header: %w", a.cfg.Name, err)
-	}
-	v, err := strconv.ParseInt(header.Meta[metaVersion], 10, 64)
+	v, err := strconv.ParseInt(f.Metadata[metaVersion], 10, 64)
 	if err != nil || v < 0 {
-		return fmt.Errorf("swarm: load %s: checkpoint has no valid %s (%q)", a.cfg.Name, metaVersion, header.Meta[metaVersion])
+		return fmt.Errorf("swarm: load %s: checkpoint has no valid %s (%q)", a.cfg.Name, metaVersion, f.Metadata[metaVersion])
 	}
-	state := io.MultiReader(bytes.NewReader(hl[:]), bytes.NewReader(hb), r)
-	if name, ok := header.Meta[metaOpaque]; ok {
-		var entries map[string]struct {
-			Offsets [2]int64 `json:"data_offsets"`
-		}
-		if err := json.Unmarshal(hb, &entries); err != nil {
-			return fmt.Errorf("swarm: load %s: checkpoint header: %w", a.cfg.Name, err)
-		}
-		e, ok := entries[name]
-		if !ok || e.Offsets[0] != 0 || e.Offsets[1] < 0 {
+	state := b
+	if name, ok := f.Metadata[metaOpaque]; ok {
+		t, ok := f.Tensor(name)
+		if !ok || t.DType != safetensors.U8 {
 			return fmt.Errorf("swarm: load %s: checkpoint lacks its state tensor %q", a.cfg.Name, name)
 		}
-		state = io.LimitReader(r, e.Offsets[1])
+		state = t.Data
 	}
-	if err := a.cfg.State.Load(state); err != nil {
+	if err := a.cfg.State.Load(bytes.NewReader(state)); err != nil {
 		return fmt.Errorf("swarm: load %s: %w", a.cfg.Name, err)
 	}
 	a.pol.base = v - a.cfg.Policy.Version()

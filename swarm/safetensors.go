@@ -16,14 +16,6 @@ type stTensor struct {
 	F64   []float64
 }
 
-// stHeaderEntry is one tensor's record in a safetensors header, for code
-// that reads a header's JSON directly.
-type stHeaderEntry struct {
-	Dtype       string `json:"dtype"`
-	Shape       []int  `json:"shape"`
-	DataOffsets [2]int `json:"data_offsets"`
-}
-
 // writeSafetensors writes tensors (F64 when F64 is set, else F32) and meta
 // with package safetensors.
 func writeSafetensors(w io.Writer, meta map[string]string, ts []stTensor) error {
