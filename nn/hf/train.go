@@ -99,9 +99,8 @@ func (m *Model) headBackward(dhf []float32, lsm [][]float32, rows, targets []int
 		for i := 0; i < n; i++ {
 			g := dlogp[lo+i]
 			row := d[i*V : (i+1)*V]
-			for j, v := range row {
-				row[j] = -g * tensor.Exp32(v)
-			}
+			tensor.VecExp(row, row) // the softmax, from the log-softmax
+			tensor.VecMulScalar(row, row, -g)
 			row[targets[lo+i]] += g
 		}
 		m.head.Mul(dx[:n*H], d, n, 0)
