@@ -279,6 +279,35 @@ func SampleToken(logp []float32, o GenerateOptions, rng *rand.Rand) int {
 	return idx[len(idx)-1]
 }
 
+// SampleTokenOnePass draws from the same distribution as SampleToken in one
+// pass over the vocabulary when neither top-k nor top-p truncates it, so a
+// 150,000-token vocabulary costs no sort per sampled token; with truncation
+// it is SampleToken. The token a given random number selects differs from
+// SampleToken's (the cumulative sum runs in token order, not in order of
+// probability), so a seed draws other samples than nn.LM.Generate does.
+func SampleTokenOnePass(logp []float32, o GenerateOptions, rng *rand.Rand) int {
+	if o.Temperature == 0 || (o.TopK > 0 && o.TopK < len(logp)) || (o.TopP > 0 && o.TopP < 1) {
+		return SampleToken(logp, o, rng)
+	}
+	mx := float64(logp[0])
+	for _, v := range logp {
+		mx = max(mx, float64(v))
+	}
+	var z float64
+	for _, v := range logp {
+		z += math.Exp((float64(v) - mx) / o.Temperature)
+	}
+	u := rng.Float64() * z
+	var c float64
+	for i, v := range logp {
+		c += math.Exp((float64(v) - mx) / o.Temperature)
+		if u < c {
+			return i
+		}
+	}
+	return len(logp) - 1
+}
+
 // group is a run of consecutive tokens of one request starting at pos0.
 type group struct {
 	st   *genState

@@ -35,7 +35,8 @@ type genState struct {
 // adapter ad (nil: the base), batched: the prompts are prefilled in one
 // pass, then every decoding step runs the still-active requests together,
 // each with its own key/value cache. Options are nn.LM.Generate's (request
-// i samples from PCG(Seed, i)); LogProbs are the model's temperature-1
+// i samples from PCG(Seed, i); untruncated sampling takes one pass over
+// the vocabulary, nn.SampleTokenOnePass); LogProbs are the model's temperature-1
 // log-probabilities of the sampled tokens, which TokenLogProbs returns for
 // the same tokens up to float32 rounding. emit, when not nil, receives
 // every token as it is sampled. ctx is checked between steps.
@@ -84,7 +85,7 @@ func (m *Model) Generate(ctx context.Context, ad *LoRA, prompts [][]int, opts nn
 		toks, spans = toks[:0], spans[:0]
 		for i, st := range active {
 			row := logp[i*c.Vocab : (i+1)*c.Vocab]
-			tok := nn.SampleToken(row, opts, st.rng)
+			tok := nn.SampleTokenOnePass(row, opts, st.rng)
 			ev := Token{Prompt: st.idx, Token: tok, LogProb: row[tok]}
 			st.out.Tokens = append(st.out.Tokens, tok)
 			st.out.LogProbs = append(st.out.LogProbs, row[tok])
