@@ -56,6 +56,12 @@ type Config struct {
 	RLTemp      float64 `key:"rl-temp"`       // sampling temperature of agents 1 and 3
 	RLTempLarge float64 `key:"rl-temp-large"` // and of agent 2
 
+	// Pretrained Hugging Face model directories (both, or neither): the
+	// small one for agents 1 and 3, the larger one for agent 2, each
+	// trained through a LoRA adapter instead of warm-started from scratch.
+	SmallModelDir string `key:"small-model-dir"`
+	LargeModelDir string `key:"large-model-dir"`
+
 	Seed   uint64 `key:"seed"`    // data order, initialisation, warm start
 	RLSeed uint64 `key:"rl-seed"` // RL phase alone (0: seed), to repeat RL from one cached warm start
 }
@@ -205,6 +211,9 @@ func (c *Config) check() error {
 	}
 	if c.RLLR < 0 || c.RLLRLarge < 0 || c.KLSmall < 0 || c.KLLarge < 0 || c.RLTemp < 0 || c.RLTempLarge < 0 {
 		return fmt.Errorf("learning rates, KL coefficients and temperatures must be at least 0")
+	}
+	if (c.SmallModelDir == "") != (c.LargeModelDir == "") {
+		return fmt.Errorf("small-model-dir and large-model-dir go together: give both, or neither")
 	}
 	if c.EvalSplit != "test" && c.EvalSplit != "val" {
 		return fmt.Errorf("eval-split wants test or val, got %q", c.EvalSplit)

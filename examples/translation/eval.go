@@ -113,12 +113,12 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 }
 
 // evaluate runs agent 1 alone and the full workflow greedily on tasks.
-func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, err error) {
+func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics, err error) {
 	var m1, m2, m3 [][]tokenizer.Message
 	for _, t := range tasks {
 		m1 = append(m1, msgsTranslate(t.En))
 	}
-	rough, err := generate(small, e.tok, m1, e.maxTok)
+	rough, err := small(m1, e.maxTok)
 	if err != nil {
 		return
 	}
@@ -128,14 +128,14 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 		seen[i] = clip(rough[i], e.maxRough)
 		m2 = append(m2, e.hint.msgs(t.En, seen[i]))
 	}
-	det, err := generate(large, e.tok, m2, e.maxDetTok)
+	det, err := large(m2, e.maxDetTok)
 	if err != nil {
 		return
 	}
 	for i, t := range tasks {
 		m3 = append(m3, msgsFinal(t.En, seen[i], clientCorrections(t.En, seen[i], det[i])))
 	}
-	fin, err := generate(small, e.tok, m3, e.maxTok+16)
+	fin, err := small(m3, e.maxTok+16)
 	if err != nil {
 		return
 	}
@@ -209,7 +209,7 @@ func (e *env) evaluate(small, large *nn.LM, tasks []task) (alone, flow metrics, 
 // recall. After RL, detectOn(large, test, flowBefore.seen) measures the
 // detector alone: the warm-start row's inputs, so that a change of agent 1's
 // rough translations (the small model's RL moves them) does not enter.
-func (e *env) detectOn(large *nn.LM, tasks []task, seen []string) (det detScore, err error) {
+func (e *env) detectOn(large decoder, tasks []task, seen []string) (det detScore, err error) {
 	if len(seen) != len(tasks) {
 		return det, fmt.Errorf("translation: detectOn: %d inputs for %d tasks", len(seen), len(tasks))
 	}
@@ -217,7 +217,7 @@ func (e *env) detectOn(large *nn.LM, tasks []task, seen []string) (det detScore,
 	for i, t := range tasks {
 		msgs[i] = e.hint.msgs(t.En, seen[i])
 	}
-	out, err := generate(large, e.tok, msgs, e.maxDetTok)
+	out, err := large(msgs, e.maxDetTok)
 	if err != nil {
 		return det, err
 	}

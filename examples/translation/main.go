@@ -50,6 +50,9 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.ports, "ports", "10086,10087", "ports of the small and larger model's servers (0,0: any free ones)")
 	fs.StringVar(&o.servers, "servers", "", "host:port,host:port of swarm servers already running elsewhere (no local servers, no evaluation)")
 	fs.StringVar(&o.pool, "pool", "", "pool finished runs instead of running: comma-separated -out folders of one configuration with different rl-seed; writes pooled.md to -out")
+	var smallDir, largeDir string
+	fs.StringVar(&smallDir, "small-model-dir", "", "a pretrained Hugging Face model directory for agents 1 and 3 instead of the warm-started small model (with -large-model-dir; sets small-model-dir)")
+	fs.StringVar(&largeDir, "large-model-dir", "", "a pretrained Hugging Face model directory for agent 2 (sets large-model-dir)")
 	fs.StringVar(&o.profile, "profile", "", "write a profile (cpu, mem, allocs, block, mutex, trace) to <out>/profile")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: translation [flags]\n\nFlags:\n")
@@ -74,6 +77,12 @@ func parseOptions(args []string) (options, error) {
 		if err := o.LoadFile(file); err != nil {
 			return o, err
 		}
+	}
+	if smallDir != "" {
+		sets = append(sets, "small-model-dir="+smallDir)
+	}
+	if largeDir != "" {
+		sets = append(sets, "large-model-dir="+largeDir)
 	}
 	for _, s := range sets {
 		k, v, ok := strings.Cut(s, "=")
@@ -171,15 +180,21 @@ func run(o options) (*report, error) {
 	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms},
 		maxTok: 40, maxDetTok: 80, maxRough: 2 * o.MaxZh, hint: glossaryHinter{G: d.Glossary},
 		rlTemp: o.RLTemp, rlTempLarge: o.RLTempLarge}
-	w, err := o.warmStarts(e, d, train)
-	if err != nil {
+	var w *warmed
+	if o.SmallModelDir != "" {
+		var closeBases func()
+		if w, closeBases, err = o.pretrainedStarts(train); err != nil {
+			return nil, err
+		}
+		defer closeBases()
+	} else if w, err = o.warmStarts(e, d, train); err != nil {
 		return nil, err
 	}
 	rep := &report{opts: o, lossSmall: w.lossSmall, lossLarge: w.lossLarge, nTrain: len(train), nTest: len(test)}
 	local := o.servers == ""
 	if local {
 		logf("evaluating the warm start on %d %s sentences", len(test), o.EvalSplit)
-		if rep.aloneBefore, rep.flowBefore, err = e.evaluate(w.small, w.large, test); err != nil {
+		if rep.aloneBefore, rep.flowBefore, err = e.evaluate(w.dec[0], w.dec[1], test); err != nil {
 			return nil, err
 		}
 		for _, t := range test {
@@ -196,10 +211,10 @@ func run(o options) (*report, error) {
 	}
 	if local {
 		logf("evaluating after RL")
-		if rep.aloneAfter, rep.flowAfter, err = e.evaluate(w.small, w.large, test); err != nil {
+		if rep.aloneAfter, rep.flowAfter, err = e.evaluate(w.dec[0], w.dec[1], test); err != nil {
 			return nil, err
 		}
-		if rep.detFixed, err = e.detectOn(w.large, test, rep.flowBefore.seen); err != nil {
+		if rep.detFixed, err = e.detectOn(w.dec[1], test, rep.flowBefore.seen); err != nil {
 			return nil, err
 		}
 	}

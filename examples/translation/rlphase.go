@@ -43,18 +43,21 @@ func (o *options) startServers(e *env, w *warmed) (servers []*swarm.Server, clie
 	}
 	if o.servers == "" {
 		grpo := rl.GRPOConfig{ClipEps: 0.2}
-		ms, err := newLMModel("small", w.small, e.tok, o.RLLR, o.KLSmall, grpo, false)
-		if err != nil {
-			return fail(err)
+		ms, ml := w.models[0], w.models[1]
+		if ms == nil {
+			if ms, err = newLMModel("small", w.small, e.tok, o.RLLR, o.KLSmall, grpo, false); err != nil {
+				return fail(err)
+			}
 		}
 		// Agent 2's sampled answers do not train their first token ("[]"
 		// or the start of a list): whether to answer at all is left to the
 		// warm start, which reads it off the checker's marks. Sampled at
 		// temperature 0.5, that token's gradient follows another objective
 		// than greedy decoding's, and it drove the detector to lists.
-		ml, err := newLMModel("large", w.large, e.tok, o.RLLRLarge, o.KLLarge, grpo, true)
-		if err != nil {
-			return fail(err)
+		if ml == nil {
+			if ml, err = newLMModel("large", w.large, e.tok, o.RLLRLarge, o.KLLarge, grpo, true); err != nil {
+				return fail(err)
+			}
 		}
 		ports := strings.Split(o.ports, ",")
 		if len(ports) != 2 {

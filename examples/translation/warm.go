@@ -17,6 +17,7 @@ import (
 	"examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
+	"github.com/troupe-ml/troupe/swarm"
 )
 
 // trainTokenizer learns the BPE vocabulary on the train split (both
@@ -639,7 +640,12 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h gloss
 // rough translations made for agents 2 and 3's warm start (roughs; their
 // error-prone sentences are RL's hard tasks) and RL's task pool (train).
 type warmed struct {
-	small, large         *nn.LM
+	small, large *nn.LM // warm-started miniatures (nil with pretrained models)
+	// dec decodes for the evaluation: the small model's, the larger one's.
+	dec [2]decoder
+	// models are the pretrained models' swarm models (nil for the
+	// miniatures, which startServers builds).
+	models               [2]swarm.Model
 	lossSmall, lossLarge float64
 	roughs               []roughEx
 	train                []task
@@ -663,5 +669,6 @@ func (o *options) warmStarts(e *env, d *corpus.Dataset, train []task) (*warmed, 
 	if err != nil {
 		return nil, err
 	}
-	return &warmed{small: small, large: large, lossSmall: lossS, lossLarge: lossL, roughs: roughs, train: train}, nil
+	return &warmed{small: small, large: large, dec: [2]decoder{lmDecoder(small, e.tok), lmDecoder(large, e.tok)},
+		lossSmall: lossS, lossLarge: lossL, roughs: roughs, train: train}, nil
 }

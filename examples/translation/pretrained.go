@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/troupe-ml/troupe/nn"
+	"github.com/troupe-ml/troupe/nn/hf"
+	"github.com/troupe-ml/troupe/nn/tokenizer"
+	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
+	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm"
+)
+
+// decoder answers a batch of conversations greedily: the evaluation's
+// decoding, for a warm-started miniature and a pretrained model alike.
+type decoder func(msgs [][]tokenizer.Message, maxTok int) ([]string, error)
+
+// lmDecoder decodes with a warm-started nn.LM.
+func lmDecoder(lm *nn.LM, tok *tokenizer.Tokenizer) decoder {
+	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) { return generate(lm, tok, msgs, maxTok) }
+}
+
+// hfDecoder decodes with a pretrained model and the agent's LoRA adapter,
+// through the model's own chat template.
+func hfDecoder(base *hf.Model, tok *hf.Tokenizer, ad *hf.LoRA) decoder {
+	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
+		prompts := make([][]int, len(msgs))
+		for i, conv := range msgs {
+			in := jinja.ChatInput{AddGenerationPrompt: true}
+			for _, m := range conv {
+				in.Messages = append(in.Messages, map[string]any{"role": m.Role, "content": m.Content})
+			}
+			text, err := tok.Render(in)
+			if err != nil {
+				return nil, err
+			}
+			prompts[i] = tok.Encode(text)
+		}
+		gens, err := base.Generate(context.Background(), ad, prompts, nn.GenerateOptions{MaxTokens: maxTok, StopTokens: tok.StopTokens()}, nil)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, len(gens))
+		for i, g := range gens {
+			out[i] = strings.ToValidUTF8(tok.Decode(g.Tokens, true), "\uFFFD")
+		}
+		return out, nil
+	}
+}
+
+// pretrainedStarts replaces the warm starts with pretrained checkpoints:
+// the small model's directory for agents 1 and 3, the larger one's for
+// agent 2, each served with a LoRA adapter that GRPO trains (the base
+// stays frozen; AdamW at swarm.NewHFModel's default rate). When both name one directory, its base is loaded once
+// and the two agents' adapters share it. The RL task mix has no
+// error-prone pool (that comes from the warm start's rough translations).
+func (o *options) pretrainedStarts(train []task) (*warmed, func(), error) {
+	type loaded struct {
+		base *hf.Model
+		tok  *hf.Tokenizer
+	}
+	bases := map[string]loaded{}
+	closeAll := func() {
+		for _, l := range bases {
+			l.base.Close()
+		}
+	}
+	w := &warmed{train: train}
+	for i, dir := range []string{o.SmallModelDir, o.LargeModelDir} {
+		key := filepath.Clean(dir)
+		l, ok := bases[key]
+		if !ok {
+			base, err := hf.Load(dir)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			tok, err := hf.LoadTokenizer(dir)
+			if err != nil {
+				base.Close()
+				closeAll()
+				return nil, nil, err
+			}
+			l = loaded{base, tok}
+			bases[key] = l
+		}
+		name := "small"
+		if i == 1 {
+			name = "large"
+		}
+		m, pol, err := swarm.NewHFModel(swarm.HFModelConfig{Name: name, Base: l.base, Tokenizer: l.tok,
+			LoRAConfig: hf.LoRAConfig{Rank: 16, Alpha: 32, Seed: o.Seed + uint64(i)}, Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})})
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("%s model %s: %w", name, dir, err)
+		}
+		w.models[i] = m
+		w.dec[i] = hfDecoder(l.base, l.tok, pol.LoRA)
+		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections", name, dir, l.base.Config.Arch, l.base.Config.NumParams())
+	}
+	return w, closeAll, nil
+}
