@@ -52,9 +52,11 @@ func (m *Model) layout(seqs []Seq) (toks []int, spans []span, rows, targets []in
 	return toks, spans, rows, targets, nil
 }
 
-// headChunk is the number of rows whose vocabulary logits are held at
-// once (a 151936-token vocabulary makes a row 600 KB).
-const headChunk = 64
+// headChunk is the number of rows whose vocabulary logits are computed
+// at once (a 151936-token vocabulary makes a row 600 KB, so 256 rows take
+// 155 MB). Each chunk widens and packs the whole vocabulary matrix once, so
+// fewer, larger chunks cost less.
+const headChunk = 256
 
 // scoreRows computes log p(targets[i]) from the logits of hf's rows
 // rows[i]. With keep it also returns the log-softmax of every row, for
@@ -63,8 +65,12 @@ func (m *Model) scoreRows(hf []float32, rows, targets []int, keep bool) (logp []
 	c := m.Config
 	H, V := c.Hidden, c.Vocab
 	logp = make([]float32, len(rows))
-	x := make([]float32, headChunk*H)
-	buf := make([]float32, headChunk*V)
+	n0 := min(headChunk, len(rows))
+	x := make([]float32, n0*H)
+	var buf []float32
+	if !keep {
+		buf = make([]float32, n0*V)
+	}
 	for lo := 0; lo < len(rows); lo += headChunk {
 		n := min(headChunk, len(rows)-lo)
 		for i := 0; i < n; i++ {
@@ -92,7 +98,7 @@ func (m *Model) scoreRows(hf []float32, rows, targets []int, keep bool) (logp []
 func (m *Model) headBackward(dhf []float32, lsm [][]float32, rows, targets []int, dlogp []float32) {
 	c := m.Config
 	H, V := c.Hidden, c.Vocab
-	dx := make([]float32, headChunk*H)
+	dx := make([]float32, min(headChunk, len(rows))*H)
 	for ci, lo := 0, 0; lo < len(rows); ci, lo = ci+1, lo+headChunk {
 		n := min(headChunk, len(rows)-lo)
 		d := lsm[ci]
