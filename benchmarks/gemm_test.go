@@ -169,7 +169,7 @@ func benchGorgonia(b *testing.B, s gemmShape, install bool) {
 // layer, dW = xᵀ·dy (op(A) = Aᵀ), at the thin shapes of small models'
 // backward passes (x is (B·T)×in with B·T = 2048 and in = 64 or 128, as in
 // examples/translation), which run far below the square shapes' rate
-// (notes/gemm.md). One thread:
+// (docs/experiments/2026-12-03-gemm.md). One thread:
 //
 //	go test ./benchmarks -run '^$' -bench GemmWeightGrad
 func BenchmarkGemmWeightGrad(b *testing.B) {

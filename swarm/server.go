@@ -868,7 +868,7 @@ func (s *Server) trainOnce() {
 // batch whose rounding depends on the order: unsorted, a seeded run trained
 // on bitwise different weights whenever its episodes interleaved
 // differently, and once in a while a sampled token flipped and the run
-// diverged (examples/translation, notes/translation.md R18).
+// diverged (examples/translation; docs/experiments/2026-12-05-translation.md).
 func sortBatch(batch []*finishedEpisode) {
 	slices.SortStableFunc(batch, func(a, b *finishedEpisode) int {
 		c := cmp.Or(strings.Compare(a.taskID, b.taskID), cmp.Compare(a.reward, b.reward), cmp.Compare(len(a.samples), len(b.samples)))

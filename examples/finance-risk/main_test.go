@@ -13,7 +13,7 @@ import (
 
 // TestQuickEndToEnd runs the example's -quick path on the real data and
 // checks the report and its invariants (not the bar: -quick trains too
-// briefly for that; the full run's figures are in notes/finance.md).
+// briefly for that; the full run's figures are in docs/experiments/2026-12-02-finance.md).
 func TestQuickEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run (about 15 s of CPU) skipped in -short mode")

@@ -384,7 +384,7 @@ func ExampleEpsilon() {
 // FuzzDecode: a message is either an error wrapping ErrCorrupt or a vector
 // of exactly the declared length. Messages declaring more than 2^20 values
 // are passed over: Decode allocates the declared length, so a 9-byte top-k
-// message with k = 0 can ask for up to 2^32 floats (see notes/audit.md).
+// message with k = 0 can ask for up to 2^32 floats (see docs/experiments/2026-12-02-audit.md).
 func FuzzDecode(f *testing.F) {
 	rng := rand.New(rand.NewPCG(8, 8))
 	x := randVec(rng, 37)
