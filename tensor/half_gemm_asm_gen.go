@@ -15,12 +15,17 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
 var w strings.Builder
 
 func emit(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
+
+// r names general-purpose register n (the assembler's registers 8 to 15); the
+// generator spells the high registers through it.
+func r(n int) string { return "R" + strconv.Itoa(n) }
 
 // format is one 16-bit storage format.
 type format struct {
@@ -75,7 +80,7 @@ func genPackRuns(f format) {
 	emit("// func %s(panel *float32, src *uint16, ld, v8, kb int)", name)
 	emit("TEXT ·%s(SB), NOSPLIT, $0-40", name)
 	emit("\tMOVQ panel+0(FP), DI")
-	emit("\tMOVQ src+8(FP), R11")
+	emit("\tMOVQ src+8(FP), " + r(11))
 	emit("\tMOVQ ld+16(FP), DX")
 	emit("\tSHLQ $1, DX")
 	emit("\tMOVQ v8+24(FP), R8")
@@ -83,7 +88,7 @@ func genPackRuns(f format) {
 	emit("\tTESTQ CX, CX")
 	emit("\tJEQ %s_done", name)
 	emit("%s_step:", name)
-	emit("\tMOVQ R11, SI")
+	emit("\tMOVQ " + r(11) + ", SI")
 	emit("\tMOVQ R8, R9")
 	emit("%s_vec:", name)
 	f.conv("(SI)", "Y0")
@@ -92,7 +97,7 @@ func genPackRuns(f format) {
 	emit("\tADDQ $32, DI")
 	emit("\tDECQ R9")
 	emit("\tJNE %s_vec", name)
-	emit("\tADDQ DX, R11")
+	emit("\tADDQ DX, " + r(11))
 	emit("\tDECQ CX")
 	emit("\tJNE %s_step", name)
 	emit("%s_done:", name)
@@ -113,21 +118,21 @@ func genPackT(f format) {
 	emit("\tMOVQ panel+0(FP), DI")
 	emit("\tMOVQ src+8(FP), SI")
 	emit("\tMOVQ ld+16(FP), DX")
-	emit("\tSHLQ $1, DX")            // DX: source row stride in bytes
-	emit("\tLEAQ (DX)(DX*2), R10")   // R10: 3 source rows
-	emit("\tMOVQ width+24(FP), R13") //
-	emit("\tSHLQ $2, R13")           // R13: panel step stride in bytes
-	emit("\tLEAQ (R13)(R13*2), AX")  // AX: 3 panel steps
+	emit("\tSHLQ $1, DX")                               // DX: source row stride in bytes
+	emit("\tLEAQ (DX)(DX*2), " + r(10))                 // r(10): 3 source rows
+	emit("\tMOVQ width+24(FP), " + r(13))               //
+	emit("\tSHLQ $2, " + r(13))                         // r(13): panel step stride in bytes
+	emit("\tLEAQ (" + r(13) + ")(" + r(13) + "*2), AX") // AX: 3 panel steps
 	emit("\tMOVQ k8+40(FP), CX")
 	emit("\tTESTQ CX, CX")
 	emit("\tJEQ %s_done", name)
 	emit("%s_kblock:", name)
 	emit("\tMOVQ r8+32(FP), R9")
-	emit("\tMOVQ SI, R11") // rows 0–3 of the current row group
-	emit("\tMOVQ DI, BX")  // steps 0–3 of the current column block
+	emit("\tMOVQ SI, " + r(11)) // rows 0–3 of the current row group
+	emit("\tMOVQ DI, BX")       // steps 0–3 of the current column block
 	emit("%s_rblock:", name)
-	emit("\tLEAQ (R11)(DX*4), R12") // rows 4–7
-	rows := []string{"(R11)", "(R11)(DX*1)", "(R11)(DX*2)", "(R11)(R10*1)", "(R12)", "(R12)(DX*1)", "(R12)(DX*2)", "(R12)(R10*1)"}
+	emit("\tLEAQ (" + r(11) + ")(DX*4), " + r(12)) // rows 4–7
+	rows := []string{"(" + r(11) + ")", "(" + r(11) + ")(DX*1)", "(" + r(11) + ")(DX*2)", "(" + r(11) + ")(" + r(10) + "*1)", "(" + r(12) + ")", "(" + r(12) + ")(DX*1)", "(" + r(12) + ")(DX*2)", "(" + r(12) + ")(" + r(10) + "*1)"}
 	for q, mem := range rows {
 		f.conv(mem, y(q))
 	}
@@ -148,17 +153,17 @@ func genPackT(f format) {
 		emit("\tVPERM2F128 $0x20, %s, %s, %s", y(4+p), y(p), y(8+p))
 		emit("\tVPERM2F128 $0x31, %s, %s, %s", y(4+p), y(p), y(12+p))
 	}
-	emit("\tLEAQ (BX)(R13*4), R8") // steps 4–7
-	outs := []string{"(BX)", "(BX)(R13*1)", "(BX)(R13*2)", "(BX)(AX*1)", "(R8)", "(R8)(R13*1)", "(R8)(R13*2)", "(R8)(AX*1)"}
+	emit("\tLEAQ (BX)(" + r(13) + "*4), R8") // steps 4–7
+	outs := []string{"(BX)", "(BX)(" + r(13) + "*1)", "(BX)(" + r(13) + "*2)", "(BX)(AX*1)", "(R8)", "(R8)(" + r(13) + "*1)", "(R8)(" + r(13) + "*2)", "(R8)(AX*1)"}
 	for p, mem := range outs {
 		emit("\tVMOVUPS %s, %s", y(8+p), mem)
 	}
-	emit("\tLEAQ (R11)(DX*8), R11")
+	emit("\tLEAQ (" + r(11) + ")(DX*8), " + r(11))
 	emit("\tADDQ $32, BX")
 	emit("\tDECQ R9")
 	emit("\tJNE %s_rblock", name)
 	emit("\tADDQ $16, SI")
-	emit("\tLEAQ (DI)(R13*8), DI")
+	emit("\tLEAQ (DI)(" + r(13) + "*8), DI")
 	emit("\tDECQ CX")
 	emit("\tJNE %s_kblock", name)
 	emit("%s_done:", name)
@@ -207,14 +212,14 @@ func genGemv(f format, M int) {
 	emit("// func %s(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)", name)
 	emit("TEXT ·%s(SB), NOSPLIT, $0-64", name)
 	emit("\tMOVQ nb+0(FP), R9")
-	emit("\tMOVQ k16+8(FP), R13")
-	emit("\tMOVQ x+16(FP), R12")
+	emit("\tMOVQ k16+8(FP), " + r(13))
+	emit("\tMOVQ x+16(FP), " + r(12))
 	emit("\tMOVQ ldx+24(FP), R8")
 	emit("\tSHLQ $2, R8")
 	emit("\tMOVQ w+32(FP), BX")
 	emit("\tMOVQ ldw+40(FP), DX")
 	emit("\tSHLQ $1, DX")
-	emit("\tLEAQ (DX)(DX*2), R10")
+	emit("\tLEAQ (DX)(DX*2), " + r(10))
 	emit("\tMOVQ dst+48(FP), DI")
 	emit("\tMOVQ ldo+56(FP), SI")
 	emit("\tSHLQ $2, SI")
@@ -225,19 +230,19 @@ func genGemv(f format, M int) {
 	emit("\tTESTQ R9, R9")
 	emit("\tJEQ %s_done", name)
 	emit("%s_block:", name)
-	emit("\tMOVQ R12, AX")
-	emit("\tMOVQ R13, CX")
-	// R11 sweeps the next block of rows, prefetching it; in the last block
+	emit("\tMOVQ " + r(12) + ", AX")
+	emit("\tMOVQ " + r(13) + ", CX")
+	// r(11) sweeps the next block of rows, prefetching it; in the last block
 	// it sweeps the current one instead, since prefetching past the end of
 	// w can cost a page walk per line.
-	emit("\tLEAQ (BX)(DX*4), R11")
+	emit("\tLEAQ (BX)(DX*4), " + r(11))
 	emit("\tCMPQ R9, $1")
-	emit("\tCMOVQEQ BX, R11")
+	emit("\tCMOVQEQ BX, " + r(11))
 	for i := 0; i < sets*R*M; i++ {
 		emit("\tVXORPS %s, %s, %s", y(i), y(i), y(i))
 	}
 	xRows := []string{"(AX)", "(AX)(R8*1)", "(AX)(R8*2)"}
-	wRows := []string{"(BX)", "(BX)(DX*1)", "(BX)(DX*2)", "(BX)(R10*1)"}
+	wRows := []string{"(BX)", "(BX)(DX*1)", "(BX)(DX*2)", "(BX)(" + r(10) + "*1)"}
 	emit("\tTESTQ CX, CX")
 	emit("\tJEQ %s_reduce", name)
 	emit("%s_loop:", name)
@@ -271,9 +276,9 @@ func genGemv(f format, M int) {
 			}
 		}
 	}
-	emit("\tPREFETCHT0 (R11)")
-	emit("\tPREFETCHT0 64(R11)")
-	emit("\tADDQ $128, R11")
+	emit("\tPREFETCHT0 (" + r(11) + ")")
+	emit("\tPREFETCHT0 64(" + r(11) + ")")
+	emit("\tADDQ $128, " + r(11))
 	emit("\tADDQ $64, AX")
 	emit("\tADDQ $32, BX")
 	emit("\tDECQ CX")
@@ -297,7 +302,7 @@ func genGemv(f format, M int) {
 		emit("\tVMOVUPS %s, %s", l0, dRows[i])
 	}
 	// Next block: four rows on from where this one started.
-	emit("\tMOVQ R13, CX")
+	emit("\tMOVQ " + r(13) + ", CX")
 	emit("\tSHLQ $5, CX")
 	emit("\tSUBQ CX, BX")
 	emit("\tLEAQ (BX)(DX*4), BX")
