@@ -225,11 +225,7 @@ func (s *LMSampler) Generate(ctx context.Context, prompts [][]int, opts Generate
 	for i, g := range gens {
 		out[i] = Generation{Tokens: g.Tokens, LogProbs: g.LogProbs, FinishReason: g.FinishReason}
 		for _, pos := range g.TopLogProbs {
-			top := make([]TokenLogProb, len(pos))
-			for k, c := range pos {
-				top[k] = TokenLogProb{Token: c.Token, LogProb: c.LogProb}
-			}
-			out[i].Top = append(out[i].Top, top)
+			out[i].Top = append(out[i].Top, topOf(pos))
 		}
 	}
 	return out, nil

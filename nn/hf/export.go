@@ -1,7 +1,6 @@
 package hf
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -133,14 +132,7 @@ func writeModel(dir string, c Config, named weights, opt WriteOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("hf: %w", err)
 	}
-	cj, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	if err := writeFileAtomic(filepath.Join(dir, "config.json"), func(f *os.File) error {
-		_, err := f.Write(append(cj, '\n'))
-		return err
-	}); err != nil {
+	if err := writeJSON(filepath.Join(dir, "config.json"), c); err != nil {
 		return fmt.Errorf("hf: %w", err)
 	}
 	var tensors []safetensors.Tensor
@@ -179,14 +171,7 @@ func writeModel(dir string, c Config, named weights, opt WriteOptions) error {
 			return err
 		}
 	}
-	idx, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(dir, "model.safetensors.index.json"), func(f *os.File) error {
-		_, err := f.Write(append(idx, '\n'))
-		return err
-	})
+	return writeJSON(filepath.Join(dir, "model.safetensors.index.json"), map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap})
 }
 
 func writeTensors(path string, tensors []safetensors.Tensor, meta map[string]string) error {

@@ -158,21 +158,14 @@ func (ad *LoRA) Save(dir, base string) error {
 	pc := peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: ad.Config.Rank, LoraAlpha: ad.Config.Alpha,
 		TargetModules: targets, Bias: "none", InferenceMode: true, InitLoraWeights: true,
 		UseRSLoRA: ad.Config.RSLoRA, BaseModel: base}
-	cj, err := json.MarshalIndent(pc, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := writeFileAtomic(filepath.Join(dir, "adapter_config.json"), func(f *os.File) error {
-		_, err := f.Write(append(cj, '\n'))
-		return err
-	}); err != nil {
+	if err := writeJSON(filepath.Join(dir, "adapter_config.json"), pc); err != nil {
 		return fmt.Errorf("hf: saving adapter: %w", err)
 	}
 	var tensors []safetensors.Tensor
 	for _, p := range ad.Store.Params() {
 		tensors = append(tensors, safetensors.FromFloat32(p.Name, slices.Clone([]int(p.Shape())), p.Data()))
 	}
-	err = writeFileAtomic(filepath.Join(dir, "adapter_model.safetensors"), func(f *os.File) error {
+	err := writeFileAtomic(filepath.Join(dir, "adapter_model.safetensors"), func(f *os.File) error {
 		return safetensors.Write(f, tensors, map[string]string{"format": "pt"})
 	})
 	if err != nil {
@@ -228,6 +221,18 @@ func LoadLoRA(base *Model, dir string) (*LoRA, error) {
 		copy(p.Data(), v)
 	}
 	return ad, nil
+}
+
+// writeJSON writes v as indented JSON to path, atomically.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, func(f *os.File) error {
+		_, err := f.Write(append(b, '\n'))
+		return err
+	})
 }
 
 // writeFileAtomic writes path through a temporary file in the same folder,
