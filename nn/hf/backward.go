@@ -23,12 +23,13 @@ func (m *Model) backward(ad *LoRA, spans []span, save *acts, dhf []float32) {
 		// MLP: x += down(silu(gate(h2))·up(h2)).
 		da := make([]float32, N*I)
 		m.linearBackward(ad, l, DownProj, da, dx, sa.a, N, sa, true)
+		sg := sa.a // a is not needed any more: σ(gate) takes its place
+		tensor.VecSigmoid(sg, sa.gate)
 		dgate, dup := sa.gate, sa.up // reused in place: forward values are read first
 		for i, g := range sa.gate {
-			sg := tensor.Sigmoid32(g)
-			u := sa.up[i]
-			dup[i] = da[i] * g * sg
-			dgate[i] = da[i] * u * sg * (1 + g*(1-sg))
+			s, u := sg[i], sa.up[i]
+			dup[i] = da[i] * g * s
+			dgate[i] = da[i] * u * s * (1 + g*(1-s))
 		}
 		m.linearBackward(ad, l, GateProj, dh, dgate, sa.h2, N, sa, true)
 		m.linearBackward(ad, l, UpProj, dh, dup, sa.h2, N, sa, false)

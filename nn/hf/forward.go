@@ -123,9 +123,9 @@ func (m *Model) forward(ad *LoRA, toks []int, spans []span, save *acts) []float3
 		m.linear(ad, l, GateProj, gate, h, N, sa)
 		m.linear(ad, l, UpProj, up, h, N, sa)
 		a := make([]float32, N*I)
-		for i, g := range gate {
-			a[i] = g * tensor.Sigmoid32(g) * up[i]
-		}
+		tensor.VecSigmoid(a, gate) // a = silu(gate)·up = gate·σ(gate)·up
+		tensor.VecMul(a, a, gate)
+		tensor.VecMul(a, a, up)
 		m.linear(ad, l, DownProj, tmp, a, N, sa)
 		tensor.VecAdd(x, x, tmp)
 		if sa != nil {
