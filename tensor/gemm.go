@@ -184,43 +184,42 @@ func gemmParallel(kern *gemmKernel, threads int, transA, transB bool, m, n, k in
 	}
 	tm := (m + kern.mr - 1) / kern.mr
 	tn := (n + kern.nr - 1) / kern.nr
-	var wg sync.WaitGroup
 	if tm >= tn {
-		nw := min(threads, tm)
-		for w := 0; w < nw; w++ {
-			i0 := tm * w / nw * kern.mr
-			i1 := min(tm*(w+1)/nw*kern.mr, m)
-			if i0 >= i1 {
-				continue
-			}
+		splitTiles(tm, kern.mr, m, threads, func(i0, i1 int) {
 			aOff := i0 * lda
 			if transA {
 				aOff = i0
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				gemmSerial(kern, transA, transB, i1-i0, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
-			}()
+			gemmSerial(kern, transA, transB, i1-i0, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+		})
+		return
+	}
+	splitTiles(tn, kern.nr, n, threads, func(j0, j1 int) {
+		bOff := j0
+		if transB {
+			bOff = j0 * ldb
 		}
-	} else {
-		nw := min(threads, tn)
-		for w := 0; w < nw; w++ {
-			j0 := tn * w / nw * kern.nr
-			j1 := min(tn*(w+1)/nw*kern.nr, n)
-			if j0 >= j1 {
-				continue
-			}
-			bOff := j0
-			if transB {
-				bOff = j0 * ldb
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				gemmSerial(kern, transA, transB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, beta, c[j0:], ldc)
-			}()
+		gemmSerial(kern, transA, transB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, beta, c[j0:], ldc)
+	})
+}
+
+// splitTiles divides tiles micro-tiles of size tile (size elements in all,
+// the last tile possibly short) into up to workers contiguous ranges and
+// runs fn on each range [lo, hi) in its own goroutine, waiting for all.
+func splitTiles(tiles, tile, size, workers int, fn func(lo, hi int)) {
+	nw := min(workers, tiles)
+	var wg sync.WaitGroup
+	for w := 0; w < nw; w++ {
+		lo := tiles * w / nw * tile
+		hi := min(tiles*(w+1)/nw*tile, size)
+		if lo >= hi {
+			continue
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
 	}
 	wg.Wait()
 }

@@ -178,41 +178,19 @@ func gemmHalfParallel(hp *halfPath, threads int, transB bool, m, n, k int, alpha
 	}
 	tm := (m + kern.mr - 1) / kern.mr
 	tn := (n + kern.nr - 1) / kern.nr
-	var wg sync.WaitGroup
 	if tn >= threads || tn >= tm {
-		nw := min(threads, tn)
-		for w := 0; w < nw; w++ {
-			j0 := tn * w / nw * kern.nr
-			j1 := min(tn*(w+1)/nw*kern.nr, n)
-			if j0 >= j1 {
-				continue
-			}
+		splitTiles(tn, kern.nr, n, threads, func(j0, j1 int) {
 			bOff := j0
 			if transB {
 				bOff = j0 * ldb
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				gemmHalfSerial(hp, transB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, f, beta, c[j0:], ldc)
-			}()
-		}
-	} else {
-		nw := min(threads, tm)
-		for w := 0; w < nw; w++ {
-			i0 := tm * w / nw * kern.mr
-			i1 := min(tm*(w+1)/nw*kern.mr, m)
-			if i0 >= i1 {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				gemmHalfSerial(hp, transB, i1-i0, n, k, alpha, a[i0*lda:], lda, b, ldb, f, beta, c[i0*ldc:], ldc)
-			}()
-		}
+			gemmHalfSerial(hp, transB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, f, beta, c[j0:], ldc)
+		})
+		return
 	}
-	wg.Wait()
+	splitTiles(tm, kern.mr, m, threads, func(i0, i1 int) {
+		gemmHalfSerial(hp, transB, i1-i0, n, k, alpha, a[i0*lda:], lda, b, ldb, f, beta, c[i0*ldc:], ldc)
+	})
 }
 
 // gemmHalfSerial is gemmSerial with B widened from 16 bits while packing;
