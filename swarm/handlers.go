@@ -636,11 +636,13 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 		swarmError(w, e)
 		return
 	}
-	s.closeLocked(id, ep, "ended")
-	s.m.rewardSum.WithLabelValues(ep.kind).Add(reward)
-	s.m.rewardCount.WithLabelValues(ep.kind).Inc()
+	if ep.ending {
+		swarmError(w, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Episode %s is being ended by another request.", id)})
+		return
+	}
+	var fe *finishedEpisode
 	if ep.kind == EpisodeTrain {
-		fe := &finishedEpisode{id: id, taskID: task, client: client, reward: reward, samples: ep.samples, minVersion: -1}
+		fe = &finishedEpisode{id: id, taskID: task, client: client, reward: reward, samples: ep.samples, minVersion: -1}
 		for i := range fe.samples {
 			fe.samples[i].TaskID = task
 			fe.samples[i].Reward = reward
@@ -648,6 +650,46 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 				fe.minVersion = fe.samples[i].Version
 			}
 		}
+		if s.jr != nil {
+			// Journal before answering, without holding s.mu: the
+			// episode is marked so that a concurrent end gets 409, and
+			// in flight so that the reaper leaves it.
+			ep.ending = true
+			ep.inflight++
+			s.publishing[id] = true
+			s.mu.Unlock()
+			seq, err := s.jr.publish(fe)
+			s.mu.Lock()
+			ep.ending = false
+			ep.inflight--
+			delete(s.publishing, id)
+			if m := s.early[id]; m != nil && err != nil {
+				// The acknowledgement was lost but the consumer saw the
+				// episode stored: it is journaled.
+				if md, merr := m.Metadata(); merr == nil {
+					seq, err = md.Sequence.Stream, nil
+				}
+			}
+			if err != nil {
+				ep.lastActive = time.Now()
+				s.m.journalErrors.Inc()
+				s.log.Error("episode journal: publish failed; the episode stays open for a retry", "episode", id, "err", err)
+				swarmError(w, &apiError{status: http.StatusServiceUnavailable, msg: fmt.Sprintf("Episode %s could not be journaled (%v); it is still open: retry end_episode.", id, err)})
+				return
+			}
+			fe.seq = seq
+		}
+	}
+	// A journaled episode is acknowledged even if the engine stopped
+	// meanwhile (its open episodes closed): the journal holds it.
+	if s.episodes[id] == ep {
+		s.closeLocked(id, ep, "ended")
+	} else {
+		s.rememberClosedLocked(id, client, "ended")
+	}
+	s.m.rewardSum.WithLabelValues(ep.kind).Add(reward)
+	s.m.rewardCount.WithLabelValues(ep.kind).Inc()
+	if fe != nil {
 		s.acceptFinishedLocked(fe)
 		if req.DeclareClientActive == nil || *req.DeclareClientActive {
 			if ac := s.active[client]; ac != nil {
@@ -667,8 +709,27 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 // that must hold every acknowledged reward (an episode stream) appends
 // here, before the buffer takes it.
 func (s *Server) acceptFinishedLocked(fe *finishedEpisode) {
+	if fe.seq != 0 {
+		if s.jseq[fe.seq] != nil {
+			// A retried end of an episode whose first publish timed out
+			// but was stored: the consumer buffered (and counted) it.
+			return
+		}
+		e := &jentry{fe: fe, trained: -1}
+		if m := s.early[fe.id]; m != nil {
+			e.msg = m
+			delete(s.early, fe.id)
+		}
+		s.jseq[fe.seq] = e
+	}
 	s.acct.Ended++
 	s.acct.EndedRewardSum += fe.reward
+	s.bufferLocked(fe)
+}
+
+// bufferLocked appends a finished episode to the buffer of the next batch,
+// dropping the oldest beyond the buffer's bound.
+func (s *Server) bufferLocked(fe *finishedEpisode) {
 	s.finished = append(s.finished, fe)
 	if lim := s.bufferLimitLocked(); len(s.finished) > lim {
 		n := len(s.finished) - lim
@@ -742,6 +803,10 @@ func (s *Server) handleAbort(w http.ResponseWriter, r *http.Request) {
 	}
 	if ep.client != client {
 		swarmError(w, &apiError{status: http.StatusForbidden, msg: fmt.Sprintf("Episode %s is claimed by a different client.", id)})
+		return
+	}
+	if ep.ending {
+		swarmError(w, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Episode %s is being ended.", id)})
 		return
 	}
 	s.closeLocked(id, ep, "aborted")
@@ -819,6 +884,11 @@ func (s *Server) handleSyncConfig(w http.ResponseWriter, r *http.Request) {
 	tc := s.train
 	if err := tc.ApplyYAML(*req.YAML); err != nil {
 		swarmError(w, badRequest("yaml_as_string", "%v", err))
+		return
+	}
+	if err := s.saveTrainConfig(*req.YAML); err != nil {
+		s.log.Error("training config not persisted", "err", err)
+		swarmError(w, &apiError{status: http.StatusInternalServerError, msg: err.Error()})
 		return
 	}
 	s.train, s.syncedYAML = tc, *req.YAML

@@ -5,21 +5,23 @@ import (
 )
 
 type metrics struct {
-	requests     *prometheus.CounterVec
-	latency      *prometheus.HistogramVec
-	episodes     *prometheus.CounterVec
-	open         prometheus.Gauge
-	globalStep   prometheus.Gauge
-	statusG      *prometheus.GaugeVec
-	tokens       *prometheus.CounterVec
-	rewardSum    *prometheus.GaugeVec // a gauge: rewards may be negative
-	rewardCount  *prometheus.CounterVec
-	batchReward  prometheus.Gauge
-	dropped      *prometheus.CounterVec
-	trainSteps   prometheus.Counter
-	trainSeconds prometheus.Histogram
-	checkpoints  prometheus.Counter
-	panics       prometheus.Counter
+	requests      *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	episodes      *prometheus.CounterVec
+	open          prometheus.Gauge
+	globalStep    prometheus.Gauge
+	statusG       *prometheus.GaugeVec
+	tokens        *prometheus.CounterVec
+	rewardSum     *prometheus.GaugeVec // a gauge: rewards may be negative
+	rewardCount   *prometheus.CounterVec
+	batchReward   prometheus.Gauge
+	dropped       *prometheus.CounterVec
+	journalErrors prometheus.Counter
+	recovered     prometheus.Counter
+	trainSteps    prometheus.Counter
+	trainSeconds  prometheus.Histogram
+	checkpoints   prometheus.Counter
+	panics        prometheus.Counter
 }
 
 var allStatuses = []string{StatusOffline, StatusBooting, StatusRolling, StatusRollingPost, StatusWeightSyncing}
@@ -46,7 +48,11 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		batchReward: prometheus.NewGauge(prometheus.GaugeOpts{Name: "swarm_batch_reward_mean",
 			Help: "Mean episode reward of the last training batch."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_dropped_episodes_total",
-			Help: "Finished train episodes never trained on, by reason: stale, dummy, overflow (buffer full), shutdown (still buffered when the server closed)."}, []string{"reason"}),
+			Help: "Finished train episodes never trained on, by reason: stale, dummy, overflow (buffer full), shutdown (still buffered when a server without a journal closed), undecodable (a journal message that is not an episode)."}, []string{"reason"}),
+		journalErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_journal_errors_total",
+			Help: "end_episode requests answered 503 because the episode journal did not acknowledge the publish (the episode stayed open)."}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_recovered_episodes_total",
+			Help: "Finished episodes taken from the journal rather than from this process's end_episode: replayed after a restart, or published by another front-end."}),
 		trainSteps: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_train_steps_total", Help: "Training steps run by this process."}),
 		trainSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "swarm_train_step_seconds",
 			Help: "Duration of a training step.", Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12)}),
@@ -54,7 +60,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_handler_panics_total", Help: "Panics caught by the recover middleware (should stay 0)."}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.episodes, m.open, m.globalStep, m.statusG, m.tokens,
-		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics)
+		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics, m.journalErrors, m.recovered)
 	m.globalStep.Set(float64(s.model.Version()))
 	m.setStatus(StatusOffline)
 	return m

@@ -2,10 +2,12 @@ package swarm
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/troupe-ml/troupe/rl"
 )
@@ -114,6 +117,22 @@ type ServerConfig struct {
 	// episode holds until it ends; 1<<20 when zero). A completion that
 	// could exceed it gets 429 before anything is generated.
 	MaxEpisodeTokens int
+	// JetStream, when set, journals finished train episodes in a stream of
+	// the model (EpisodeStream) before end_episode answers 200, and the
+	// trainer consumes them from there: with a CheckpointDir, a process
+	// killed at any moment loses no acknowledged episode (see JournalFile).
+	// bus.Open gives one, embedded or external. Nil keeps finished
+	// episodes in memory only.
+	JetStream jetstream.JetStream
+	// JournalName names the episode stream (EpisodeStream); the model's
+	// name when empty. Servers sharing one NATS need distinct names.
+	JournalName string
+	// JournalReplicas is the episode stream's number of copies (1 when
+	// zero; a clustered bus gives bus.Bus.Replicas).
+	JournalReplicas int
+	// JournalTimeout bounds one journal publish (5 s when zero); past it
+	// end_episode answers 503 and the episode stays open for a retry.
+	JournalTimeout time.Duration
 	// Logger receives the server's log; slog.Default() when nil.
 	Logger *slog.Logger
 	// Registry receives the server's Prometheus metrics; a fresh registry
@@ -161,6 +180,12 @@ type Server struct {
 
 	curves trainCurves // touched by the training goroutine only
 
+	jr         *journal                 // nil without ServerConfig.JetStream
+	jseq       map[uint64]*jentry       // journaled episodes not acknowledged yet, by stream sequence
+	jtrained   map[uint64]bool          // sequences the loaded checkpoint already trained (JournalFile)
+	publishing map[string]bool          // episode ids whose end_episode is publishing
+	early      map[string]jetstream.Msg // delivered while their end_episode was publishing
+
 	trainReq chan struct{}
 	stopCh   chan struct{}
 	wg       sync.WaitGroup
@@ -172,6 +197,7 @@ type episode struct {
 	lastActive                      time.Time
 	timeout                         time.Duration
 	inflight                        int
+	ending                          bool // end_episode is journaling it
 	calls                           int
 	tokens                          int // prompt + sampled tokens recorded
 	reserved                        int // tokens reserved by completions in flight
@@ -195,7 +221,8 @@ type finishedEpisode struct {
 	id, taskID, client string
 	reward             float64
 	samples            []rl.Sample
-	minVersion         int64 // oldest parameter version among its completions; -1 when none
+	minVersion         int64  // oldest parameter version among its completions; -1 when none
+	seq                uint64 // its sequence in the episode journal; 0 when not journaled
 }
 
 // NewServer returns a server in ENGINE.OFFLINE. Call Start (or POST
@@ -257,6 +284,20 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		perClient: map[string]int{}, active: map[string]*activeClient{},
 		closedRing: make([]string, cfg.ClosedMemory),
 		trainReq:   make(chan struct{}, 1), stopCh: make(chan struct{}),
+		jseq: map[uint64]*jentry{}, jtrained: map[uint64]bool{},
+		publishing: map[string]bool{}, early: map[string]jetstream.Msg{},
+	}
+	if err := s.loadTrainConfig(); err != nil {
+		return nil, err
+	}
+	if cfg.JetStream != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.journalTimeout())
+		jr, err := openJournal(ctx, cfg.JetStream, cmp.Or(cfg.JournalName, cfg.Model.Name()), cfg.JournalReplicas, cfg.journalTimeout())
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.jr = jr
 	}
 	s.step.Store(cfg.Model.Version())
 	s.m = newMetrics(s.reg, s)
@@ -341,6 +382,18 @@ func (s *Server) Start() error {
 
 func (s *Server) boot() error {
 	err := s.loadCheckpoint()
+	if err == nil && s.jr != nil && s.jr.consume == nil {
+		// The first boot replays the journal: episodes no checkpoint holds
+		// come back into the buffer.
+		if s.cfg.CheckpointDir != "" {
+			err = s.loadJournalRecord(s.step.Load())
+		}
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*s.cfg.journalTimeout())
+			err = s.startConsumer(ctx)
+			cancel()
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.status != StatusBooting { // stopped while booting
@@ -382,7 +435,9 @@ func (s *Server) loadCheckpoint() error {
 }
 
 // Checkpoint writes the model to CheckpointDir atomically (write, fsync,
-// rename). It is a no-op without a CheckpointDir.
+// rename). With a journal it first records which journaled episodes the
+// checkpoint trained (JournalFile) and acknowledges them afterwards. It is a
+// no-op without a CheckpointDir.
 func (s *Server) Checkpoint() error {
 	if s.cfg.CheckpointDir == "" {
 		return nil
@@ -390,16 +445,27 @@ func (s *Server) Checkpoint() error {
 	if err := os.MkdirAll(s.cfg.CheckpointDir, 0o755); err != nil {
 		return fmt.Errorf("swarm: checkpoint dir: %w", err)
 	}
+	// Holding modelMu for reading keeps training out, so the version, the
+	// journal record and the weights describe the same step.
+	s.modelMu.RLock()
+	defer s.modelMu.RUnlock()
+	step := s.model.Version()
+	if s.jr != nil {
+		s.mu.Lock()
+		rec := journalRecord{Step: step, Seqs: s.trainedSeqsLocked(step)}
+		s.mu.Unlock()
+		b, _ := json.Marshal(rec)
+		if err := writeFileAtomic(s.cfg.CheckpointDir, JournalFile, b); err != nil {
+			return fmt.Errorf("swarm: checkpoint: %w", err)
+		}
+	}
 	final := filepath.Join(s.cfg.CheckpointDir, CheckpointFile)
 	tmp, err := os.CreateTemp(s.cfg.CheckpointDir, CheckpointFile+".tmp*")
 	if err != nil {
 		return fmt.Errorf("swarm: checkpoint: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	s.modelMu.RLock()
 	err = s.model.Save(tmp)
-	step := s.model.Version()
-	s.modelMu.RUnlock()
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -411,6 +477,11 @@ func (s *Server) Checkpoint() error {
 	}
 	if err != nil {
 		return fmt.Errorf("swarm: checkpoint %s: %w", final, err)
+	}
+	if s.jr != nil {
+		s.mu.Lock()
+		s.checkpointedLocked(step)
+		s.mu.Unlock()
 	}
 	s.m.checkpoints.Inc()
 	s.log.Info("checkpoint saved", "path", final, "global_step", step)
@@ -444,6 +515,7 @@ func (s *Server) stopLocked() {
 // trained on.
 func (s *Server) dropLocked(fe *finishedEpisode, reason string) {
 	s.m.dropped.WithLabelValues(reason).Inc()
+	s.markDoneLocked(fe, -1)
 	s.acct.Dropped++
 	s.acct.DroppedRewardSum += fe.reward
 	s.log.Warn("finished episode dropped", "reason", reason, "task_id", fe.taskID, "reward", fe.reward, "min_version", fe.minVersion)
@@ -460,15 +532,22 @@ func (s *Server) Close() error {
 		close(s.stopCh)
 		s.wg.Wait()
 		s.mu.Lock()
-		for _, fe := range s.finished {
-			// No journal keeps them across processes yet: say so.
-			s.dropLocked(fe, "shutdown")
+		if s.jr == nil {
+			// Nothing keeps them across processes: say so.
+			for _, fe := range s.finished {
+				s.dropLocked(fe, "shutdown")
+			}
+			s.finished = nil
+		} else if len(s.finished) > 0 {
+			s.log.Info("buffered episodes stay in the journal for the next start", "n", len(s.finished))
 		}
-		s.finished = nil
 		s.mu.Unlock()
 		s.plotCurves()
 		if s.booted.Load() {
 			err = s.Checkpoint()
+		}
+		if s.jr != nil && s.jr.consume != nil {
+			s.jr.consume.Stop()
 		}
 	})
 	return err
@@ -552,6 +631,14 @@ func (s *Server) closeLocked(id string, ep *episode, reason string) {
 	}
 	s.m.open.Set(float64(len(s.episodes)))
 	s.m.episodes.WithLabelValues(reason).Inc()
+}
+
+// rememberClosedLocked records the reason an already closed episode ended
+// with (an episode the engine's stop closed while its end was journaled).
+func (s *Server) rememberClosedLocked(id, client, reason string) {
+	if _, ok := s.closed[id]; ok {
+		s.closed[id] = closedInfo{reason: reason, client: client}
+	}
 }
 
 // OpenEpisodes reports the number of open episodes (tests use it to check
@@ -818,6 +905,13 @@ func (s *Server) trainOnce() {
 		}
 		step = s.model.Version()
 		s.step.Store(step)
+		s.mu.Lock()
+		for _, fe := range batch {
+			// A failed step trained nothing it will retry: the episodes
+			// are spent either way, acknowledged with the next checkpoint.
+			s.markDoneLocked(fe, step)
+		}
+		s.mu.Unlock()
 		s.modelMu.Unlock()
 		dur := time.Since(start)
 		s.m.trainSeconds.Observe(dur.Seconds())
@@ -891,6 +985,8 @@ type Accounting struct {
 	DroppedRewardSum            float64
 	Buffered                    int64 // waiting for the next batch
 	BufferedRewardSum           float64
+	Recovered                   int64 // replayed from the journal at boot (ended before a restart) or published by another front-end
+	RecoveredRewardSum          float64
 	Reclaimed, Aborted, Claimed int64
 }
 

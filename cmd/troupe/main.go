@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/swarm"
 )
 
@@ -39,6 +41,7 @@ var commands = []command{
 		{name: "models", summary: "list the model presets", run: modelsCmd},
 	}},
 	{name: "lm", summary: "pretrained Hugging Face models: logprobs, tokenize, render, generate, init, export", run: lmCmd},
+	{name: "nats", summary: "a NATS server with JetStream for several processes or machines (the one troupe embeds)", run: natsCmd},
 	{name: "version", summary: "print the version", run: versionCmd},
 }
 
@@ -251,6 +254,7 @@ func serve(args []string) error { return serveCmd(args, os.Stdout, os.Stderr) }
 // serveOptions are the flags of troupe swarm serve.
 type serveOptions struct {
 	model, host, multi, publicURL, ckptDir, config, adminTokenFile, pprofAddr string
+	natsURL, dataDir                                                          string
 	port, ckptEvery, batch, repeat, maxReq, maxEp, maxPerClient               int
 	autostart                                                                 bool
 	maxBody                                                                   int64
@@ -268,7 +272,9 @@ func serveFlags(fs *flag.FlagSet) *serveOptions {
 	fs.StringVar(&o.multi, "multi", "", "several servers in this process: model:port,model:port,...")
 	fs.StringVar(&o.publicURL, "public-url", "", "base URL handed to clients in openai_base_url (default: the request's Host)")
 	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "run directory: checkpoint and training metrics (one subdirectory per model with --multi)")
-	fs.IntVar(&o.ckptEvery, "checkpoint-every", 0, "checkpoint every N training steps (0: only on shutdown)")
+	fs.IntVar(&o.ckptEvery, "checkpoint-every", 1, "checkpoint every N training steps (0: only on shutdown); episodes are released from the journal once a checkpoint holds them")
+	fs.StringVar(&o.natsURL, "nats", "", "NATS server or cluster holding the episode journal (nats://host:4222); default: a server embedded in this process, storing under --data-dir")
+	fs.StringVar(&o.dataDir, "data-dir", "", "embedded NATS store (default: <checkpoint-dir>/nats; without either, finished episodes live in memory only)")
 	fs.StringVar(&o.config, "config", "", "AgentJet training YAML to apply at start")
 	fs.IntVar(&o.batch, "batch-size", 0, "tasks per training batch (overrides the config)")
 	fs.IntVar(&o.repeat, "num-repeat", 0, "episodes per task (overrides the config)")
@@ -387,6 +393,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	rs := make([]running, len(specs))
 	errc := make(chan error, len(specs)+1)
 	shutDown := false
+	var b *bus.Bus
 	defer func() {
 		if shutDown {
 			return
@@ -398,6 +405,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 			if r.s != nil {
 				r.s.Close()
 			}
+		}
+		if b != nil {
+			b.Close()
 		}
 	}()
 	for i, sp := range specs {
@@ -431,16 +441,28 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		defer closeBase()
 	}
+	if b, err = o.openBus(log); err != nil {
+		return err
+	}
 	for i, sp := range specs {
 		m, err := mk(sp.model)
 		if err != nil {
 			return err
 		}
 		dir := o.ckptDir
-		if dir != "" && len(specs) > 1 {
-			dir = filepath.Join(dir, fmt.Sprintf("%s-%d", sp.model, sp.port))
+		journal := sp.model
+		if len(specs) > 1 {
+			journal = fmt.Sprintf("%s-%d", sp.model, sp.port)
+			if dir != "" {
+				dir = filepath.Join(dir, journal)
+			}
+		}
+		var js jetstream.JetStream
+		if b != nil {
+			js = b.JetStream()
 		}
 		s, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: tc, PublicURL: o.publicURL, AdminToken: admin,
+			JetStream: js, JournalName: journal,
 			CheckpointDir: dir, MaxBodyBytes: o.maxBody, MaxRequestTokens: o.maxReq, MaxEpisodeTokens: o.maxEp,
 			MaxOpenPerClient: o.maxPerClient, MaxDiscardTimeout: o.maxDiscard, MaxAbsReward: o.maxReward,
 			ReadHeaderTimeout: o.readHeader, ReadTimeout: o.read, WriteTimeout: o.write, IdleTimeout: o.idle, Logger: log})
@@ -480,7 +502,39 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		}(r)
 	}
 	wg.Wait()
+	if b != nil {
+		b.Close() // after the servers: their final checkpoints acknowledge episodes
+	}
 	return runErr
+}
+
+// openBus connects to --nats, or embeds a NATS server storing under
+// --data-dir or <checkpoint-dir>/nats; nil when neither a NATS URL nor a
+// directory is given (finished episodes then live in memory only).
+func (o *serveOptions) openBus(log *slog.Logger) (*bus.Bus, error) {
+	dir := o.dataDir
+	if dir == "" && o.ckptDir != "" {
+		dir = filepath.Join(o.ckptDir, "nats")
+	}
+	if o.natsURL == "" && dir == "" {
+		log.Warn("no --checkpoint-dir, --data-dir or --nats: finished episodes and weights are lost if the process dies")
+		return nil, nil
+	}
+	if o.natsURL != "" {
+		dir = ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{URL: o.natsURL, DataDir: dir, Name: "troupe-swarm", Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if b.Embedded() {
+		log.Info("episode journal on an embedded NATS server", "store", dir)
+	} else {
+		log.Info("episode journal on NATS", "url", o.natsURL)
+	}
+	return b, nil
 }
 
 // startPprof serves net/http/pprof on a loopback address of its own, never

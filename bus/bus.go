@@ -1,0 +1,316 @@
+package bus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultMaxPayload is the largest message an embedded server accepts
+// (NATS's own default is 1 MiB; a finished episode of a long chat, or a
+// chunk of published weights, can be larger).
+const DefaultMaxPayload = 8 << 20
+
+// Config configures Open. The zero value runs an in-memory embedded server
+// (nothing survives the process); set DataDir to keep the JetStream store.
+type Config struct {
+	// URL of an external NATS server or cluster ("nats://host:4222",
+	// comma-separated for several seeds). Empty: run an embedded server.
+	URL string
+	// Name names the connection (and the embedded server) in NATS's
+	// monitoring; "troupe" when empty.
+	Name string
+
+	// The fields below apply to the embedded server only.
+
+	// DataDir is the embedded JetStream store directory. Empty: the
+	// store is in memory and lost with the process.
+	DataDir string
+	// Listen, when set ("127.0.0.1:4222", "0.0.0.0:0"), lets other
+	// processes connect to the embedded server; empty opens no port.
+	Listen string
+	// Cluster joins the embedded server to a cluster of servers.
+	Cluster *Cluster
+	// SyncAlways fsyncs every stored message before acknowledging it
+	// (survives power loss, not only a killed process; slower).
+	SyncAlways bool
+	// MaxPayload bounds one message (DefaultMaxPayload when zero).
+	MaxPayload int32
+
+	// ConnectTimeout bounds the wait for the server (10 s when zero).
+	ConnectTimeout time.Duration
+	// Logger receives the embedded server's warnings and errors and the
+	// connection's disconnects; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Cluster is an embedded server's place in a NATS cluster.
+type Cluster struct {
+	// Name is the cluster's name, the same on every node.
+	Name string
+	// Listen is the host:port this node accepts routes on.
+	Listen string
+	// Routes are the other nodes' route URLs ("nats://10.0.0.2:6222").
+	Routes []string
+	// Size is the number of nodes, so that streams get one copy per node
+	// (at most 3, JetStream's usual replication factor). Zero: len(Routes)+1.
+	Size int
+}
+
+// Bus is a connection to NATS with JetStream, and the embedded server when
+// there is one. Close it when done.
+type Bus struct {
+	srv      *server.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	replicas int
+	log      *slog.Logger
+	tmpStore string // the embedded store without a DataDir, removed by Close
+}
+
+// Open connects to cfg.URL, or starts an embedded server and connects to it.
+func Open(ctx context.Context, cfg Config) (*Bus, error) {
+	cfg.Name = cmp.Or(cfg.Name, "troupe")
+	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, 10*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := &Bus{replicas: 1, log: cfg.Logger.With("component", "nats")}
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.Timeout(cfg.ConnectTimeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				b.log.Warn("disconnected from NATS", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { b.log.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }),
+	}
+	url := cfg.URL
+	if url == "" {
+		srv, err := startServer(cfg, b.log)
+		if err != nil {
+			return nil, err
+		}
+		b.srv = srv
+		if cfg.DataDir == "" {
+			b.tmpStore = srv.JetStreamConfig().StoreDir
+		}
+		opts = append(opts, nats.InProcessServer(srv))
+		if cfg.Cluster != nil {
+			b.replicas = min(3, cmp.Or(cfg.Cluster.Size, len(cfg.Cluster.Routes)+1))
+		}
+	} else {
+		opts = append(opts, nats.RetryOnFailedConnect(false))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		b.shutdown()
+		where := url
+		if where == "" {
+			where = "the embedded server"
+		}
+		return nil, fmt.Errorf("bus: connect to %s: %w", where, err)
+	}
+	b.nc = nc
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	b.js = js
+	// Fail here, not at the first publish, when the server has no JetStream.
+	actx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	if _, err := js.AccountInfo(actx); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("bus: %s has no usable JetStream (start nats-server with -js): %w", cmp.Or(url, "the embedded server"), err)
+	}
+	return b, nil
+}
+
+func startServer(cfg Config, log *slog.Logger) (srv *server.Server, err error) {
+	o := &server.Options{
+		ServerName: cfg.Name,
+		JetStream:  true,
+		NoSigs:     true,
+		MaxPayload: cmp.Or(cfg.MaxPayload, DefaultMaxPayload),
+		SyncAlways: cfg.SyncAlways,
+		// A connection with a slow consumer must not stall the server.
+		WriteDeadline: 10 * time.Second,
+	}
+	if cfg.DataDir != "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("bus: data dir: %w", err)
+		}
+		o.StoreDir = cfg.DataDir
+	} else {
+		// No data dir: a store that lives and dies with the process.
+		d, err := os.MkdirTemp("", "troupe-nats-")
+		if err != nil {
+			return nil, fmt.Errorf("bus: temporary store: %w", err)
+		}
+		o.StoreDir = d
+	}
+	if cfg.Listen == "" {
+		o.DontListen = true
+	} else {
+		host, port, err := splitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("bus: listen address %q: %w", cfg.Listen, err)
+		}
+		o.Host, o.Port = host, port
+	}
+	if c := cfg.Cluster; c != nil {
+		if c.Name == "" || c.Listen == "" {
+			return nil, errors.New("bus: a cluster needs a name and a listen address")
+		}
+		if cfg.DataDir == "" {
+			return nil, errors.New("bus: a clustered server needs a data dir (replicated streams are stored in files)")
+		}
+		host, port, err := splitHostPort(c.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("bus: cluster listen address %q: %w", c.Listen, err)
+		}
+		o.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port}
+		for _, r := range c.Routes {
+			u, err := url.Parse(r)
+			if err != nil || u.Host == "" {
+				return nil, fmt.Errorf("bus: route %q is not a URL like nats://host:6222", r)
+			}
+			o.Routes = append(o.Routes, u)
+		}
+	}
+	if cfg.DataDir == "" {
+		defer func() {
+			if err != nil {
+				os.RemoveAll(o.StoreDir)
+			}
+		}()
+	}
+	srv, err = server.NewServer(o)
+	if err != nil {
+		return nil, fmt.Errorf("bus: embedded NATS server: %w", err)
+	}
+	srv.SetLoggerV2(slogAdapter{log}, false, false, false)
+	srv.Start()
+	if !srv.ReadyForConnections(cfg.ConnectTimeout) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("bus: embedded NATS server not ready after %v", cfg.ConnectTimeout)
+	}
+	return srv, nil
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	host, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	return host, port, nil
+}
+
+// Conn is the NATS connection.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// JetStream is the JetStream API over Conn.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Embedded reports whether the server runs inside this process.
+func (b *Bus) Embedded() bool { return b.srv != nil }
+
+// Server is the embedded server, nil when connected to an external one.
+func (b *Bus) Server() *server.Server { return b.srv }
+
+// ClientURL is the URL other processes connect to: the embedded server's
+// listen address (empty when it opens no port), or the connected URL.
+func (b *Bus) ClientURL() string {
+	if b.srv == nil {
+		return b.nc.ConnectedUrl()
+	}
+	if a := b.srv.Addr(); a != nil {
+		return "nats://" + a.String()
+	}
+	return ""
+}
+
+// Replicas is the number of copies a stream or bucket should keep: the
+// embedded cluster's size (at most 3), else 1. On an external server the
+// caller decides (see StreamReplicas).
+func (b *Bus) Replicas() int { return b.replicas }
+
+// SetReplicas overrides Replicas (for an external cluster).
+func (b *Bus) SetReplicas(n int) {
+	if n > 0 {
+		b.replicas = n
+	}
+}
+
+// Close drains the connection and shuts the embedded server down, waiting
+// for it so that its store is closed before Close returns.
+func (b *Bus) Close() error {
+	if b.nc != nil {
+		b.nc.Close()
+	}
+	b.shutdown()
+	return nil
+}
+
+func (b *Bus) shutdown() {
+	if b.srv != nil {
+		b.srv.Shutdown()
+		b.srv.WaitForShutdown()
+	}
+	if b.tmpStore != "" {
+		os.RemoveAll(filepath.Dir(b.tmpStore))
+		b.tmpStore = ""
+	}
+}
+
+// Subject turns a free-form name (a model's name) into one subject token:
+// NATS subjects split on '.', and '*', '>' and whitespace are reserved.
+func Subject(name string) string {
+	var sb strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			sb.WriteRune(r)
+		default:
+			sb.WriteByte('_')
+		}
+	}
+	if sb.Len() == 0 {
+		return "_"
+	}
+	return sb.String()
+}
+
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Noticef(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Warnf(f string, v ...any)   { a.l.Warn(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Fatalf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Errorf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Debugf(f string, v ...any)  {}
+func (a slogAdapter) Tracef(f string, v ...any)  {}

@@ -1,0 +1,345 @@
+package swarm
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/troupe-ml/troupe/bus"
+	"github.com/troupe-ml/troupe/rl"
+)
+
+// The episode journal: every finished train episode is published to a
+// JetStream stream of its model (subject troupe.episodes.<model>, message id
+// the episode id, so a repeated publish is dropped) before end_episode
+// answers 200. The trainer reads the stream through a durable consumer and
+// acknowledges an episode only once the step that trained it is
+// checkpointed (or once it is dropped, counted and logged), so a process
+// killed at any moment loses no acknowledged reward: a restart replays the
+// unacknowledged episodes into the buffer.
+//
+// The stream keeps work-queue retention (an acknowledged episode is
+// deleted), so on boot the trainer recreates its consumer and is handed
+// exactly the episodes no checkpoint holds yet. The one window left, a
+// crash between writing a checkpoint and acknowledging its episodes, is
+// closed by JournalFile: it names the step and the stream sequences a
+// checkpoint trained, written before the checkpoint, and a boot that finds
+// the checkpoint at that step acknowledges those sequences instead of
+// training them again.
+
+// JournalFile, in ServerConfig.CheckpointDir, names the episodes the
+// checkpoint trained (see the package's journal notes).
+const JournalFile = "journal.json"
+
+// TrainConfigFile, in ServerConfig.CheckpointDir, holds the training
+// config a client synced, so that a restart resumes with it.
+const TrainConfigFile = "train_config.yaml"
+
+const trainerConsumer = "trainer"
+
+// EpisodeStream is the name of a model's episode stream.
+func EpisodeStream(model string) string { return "TROUPE_EPISODES_" + bus.Subject(model) }
+
+// EpisodeSubject is the subject a model's finished episodes are published on.
+func EpisodeSubject(model string) string { return "troupe.episodes." + bus.Subject(model) }
+
+// JournaledEpisode is a finished episode as the journal stores it (JSON).
+type JournaledEpisode struct {
+	ID         string      `json:"id"`
+	TaskID     string      `json:"task_id"`
+	Client     string      `json:"client"`
+	Reward     float64     `json:"reward"`
+	MinVersion int64       `json:"min_version"`
+	Samples    []rl.Sample `json:"samples"`
+}
+
+type journal struct {
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	subject  string
+	timeout  time.Duration
+	consume  jetstream.ConsumeContext
+	replicas int
+}
+
+// jentry is a journaled episode the trainer has not acknowledged yet.
+type jentry struct {
+	fe      *finishedEpisode
+	msg     jetstream.Msg // nil until the consumer delivers it
+	trained int64         // the step that trained it; -1 while buffered
+	ackNow  bool          // trained into a checkpoint, or dropped
+}
+
+func openJournal(ctx context.Context, js jetstream.JetStream, model string, replicas int, timeout time.Duration) (*journal, error) {
+	j := &journal{js: js, subject: EpisodeSubject(model), timeout: timeout, replicas: max(1, replicas)}
+	cfg := jetstream.StreamConfig{
+		Name:        EpisodeStream(model),
+		Description: "finished train episodes of " + model + ", until a checkpoint holds them",
+		Subjects:    []string{j.subject},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    j.replicas,
+		Duplicates:  10 * time.Minute,
+	}
+	st, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("swarm: episode stream %s: %w", cfg.Name, err)
+	}
+	j.stream = st
+	return j, nil
+}
+
+// publish journals a finished episode and returns its stream sequence.
+func (j *journal) publish(fe *finishedEpisode) (uint64, error) {
+	body, err := json.Marshal(JournaledEpisode{ID: fe.id, TaskID: fe.taskID, Client: fe.client, Reward: fe.reward, MinVersion: fe.minVersion, Samples: fe.samples})
+	if err != nil {
+		return 0, fmt.Errorf("encode episode %s: %w", fe.id, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
+	defer cancel()
+	ack, err := j.js.Publish(ctx, j.subject, body, jetstream.WithMsgID(fe.id), jetstream.WithExpectStream(j.stream.CachedInfo().Config.Name))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// startConsumer recreates the trainer's consumer, so that every episode
+// still in the stream (none acknowledged) is delivered again, and starts
+// delivering to s.journaled.
+func (s *Server) startConsumer(ctx context.Context) error {
+	j := s.jr
+	name := j.stream.CachedInfo().Config.Name
+	if err := j.stream.DeleteConsumer(ctx, trainerConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("swarm: reset consumer %s on %s: %w", trainerConsumer, name, err)
+	}
+	c, err := j.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       trainerConsumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		// Episodes wait for a batch and a checkpoint for as long as it
+		// takes; redelivery comes from recreating the consumer at boot.
+		AckWait:       24 * time.Hour,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		Replicas:      j.replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("swarm: consumer %s on %s: %w", trainerConsumer, name, err)
+	}
+	cc, err := c.Consume(s.journaled, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		s.log.Warn("episode journal consumer", "err", err)
+	}))
+	if err != nil {
+		return fmt.Errorf("swarm: consume %s: %w", name, err)
+	}
+	j.consume = cc
+	return nil
+}
+
+// journaled receives an episode from the trainer's consumer: one this
+// process published (its handle is recorded for the acknowledgement), one
+// a checkpoint already trained (acknowledged now), or one published before
+// a restart or by another front-end (taken into the buffer).
+func (s *Server) journaled(msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		s.log.Error("episode journal: message without metadata", "err", err)
+		return
+	}
+	seq := md.Sequence.Stream
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.jseq[seq]; e != nil {
+		e.msg = msg
+		if e.ackNow {
+			s.ackLocked(seq, e)
+		}
+		return
+	}
+	if s.jtrained[seq] {
+		delete(s.jtrained, seq)
+		s.doAck(msg, seq)
+		return
+	}
+	var je JournaledEpisode
+	if err := json.Unmarshal(msg.Data(), &je); err != nil || je.ID == "" || !finite(je.Reward) {
+		s.log.Error("episode journal: undecodable episode dropped", "seq", seq, "err", err)
+		s.m.dropped.WithLabelValues("undecodable").Inc()
+		s.doAck(msg, seq)
+		return
+	}
+	if s.publishing[je.ID] {
+		// Delivered before this process's own publish returned: the
+		// end_episode handler takes it from here.
+		s.early[je.ID] = msg
+		return
+	}
+	fe := &finishedEpisode{id: je.ID, taskID: je.TaskID, client: je.Client, reward: je.Reward, samples: je.Samples, minVersion: je.MinVersion, seq: seq}
+	s.jseq[seq] = &jentry{fe: fe, msg: msg, trained: -1}
+	s.acct.Recovered++
+	s.acct.RecoveredRewardSum += fe.reward
+	s.m.recovered.Inc()
+	s.bufferLocked(fe)
+	s.maybeTriggerLocked()
+}
+
+// markDoneLocked records that a journaled episode left the buffer: trained
+// at step (acknowledged after the checkpoint of that step) or dropped
+// (step < 0: acknowledged at once, it will never be trained).
+func (s *Server) markDoneLocked(fe *finishedEpisode, step int64) {
+	if s.jr == nil || fe.seq == 0 {
+		return
+	}
+	e := s.jseq[fe.seq]
+	if e == nil {
+		return
+	}
+	if step < 0 || s.cfg.CheckpointDir == "" {
+		// Without a checkpoint dir there are no durable weights to wait for.
+		e.ackNow = true
+		if e.msg != nil {
+			s.ackLocked(fe.seq, e)
+		}
+		return
+	}
+	e.trained = step
+}
+
+// checkpointedLocked acknowledges the episodes trained at or before step,
+// which a checkpoint now holds.
+func (s *Server) checkpointedLocked(step int64) {
+	for seq, e := range s.jseq {
+		if e.trained >= 0 && e.trained <= step {
+			e.ackNow = true
+			if e.msg != nil {
+				s.ackLocked(seq, e)
+			}
+		}
+	}
+}
+
+// trainedSeqsLocked lists the journaled episodes trained at or before
+// step, for JournalFile.
+func (s *Server) trainedSeqsLocked(step int64) []uint64 {
+	var out []uint64
+	for seq, e := range s.jseq {
+		if e.trained >= 0 && e.trained <= step {
+			out = append(out, seq)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (s *Server) ackLocked(seq uint64, e *jentry) {
+	delete(s.jseq, seq)
+	s.doAck(e.msg, seq)
+}
+
+func (s *Server) doAck(msg jetstream.Msg, seq uint64) {
+	// A lost acknowledgement is harmless: the episode comes back at the
+	// next boot and JournalFile (or the stale check) keeps it out of
+	// training.
+	if err := msg.Ack(); err != nil {
+		s.log.Warn("episode journal: acknowledgement failed", "seq", seq, "err", err)
+	}
+}
+
+type journalRecord struct {
+	Step int64    `json:"step"`
+	Seqs []uint64 `json:"trained_seqs"`
+}
+
+// loadJournalRecord reads JournalFile; its sequences count as trained only
+// when the checkpoint reached its step.
+func (s *Server) loadJournalRecord(step int64) error {
+	b, err := os.ReadFile(filepath.Join(s.cfg.CheckpointDir, JournalFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("swarm: %w", err)
+	}
+	var rec journalRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return fmt.Errorf("swarm: %s: %w", JournalFile, err)
+	}
+	if rec.Step != step {
+		return nil // written for a checkpoint that never landed
+	}
+	s.mu.Lock()
+	for _, q := range rec.Seqs {
+		s.jtrained[q] = true
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// writeFileAtomic writes name in dir by write, fsync, rename.
+func writeFileAtomic(dir, name string, data []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, name+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
+	}
+	return err
+}
+
+// journalTimeout bounds one publish (5 s when zero).
+func (c *ServerConfig) journalTimeout() time.Duration { return cmp.Or(c.JournalTimeout, 5*time.Second) }
+
+// loadTrainConfig resumes with the training config a client synced before
+// a restart (TrainConfigFile), which wins over ServerConfig.Train.
+func (s *Server) loadTrainConfig() error {
+	if s.cfg.CheckpointDir == "" {
+		return nil
+	}
+	path := filepath.Join(s.cfg.CheckpointDir, TrainConfigFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("swarm: %w", err)
+	}
+	tc := s.train
+	if err := tc.ApplyYAML(string(b)); err != nil {
+		return fmt.Errorf("swarm: %s: %w", path, err)
+	}
+	s.train, s.syncedYAML = tc, string(b)
+	s.log.Info("resuming with the training config a client synced; delete the file to start from the server's own", "path", path,
+		"batch_size", tc.BatchSize, "num_repeat", tc.NumRepeat)
+	return nil
+}
+
+// saveTrainConfig persists a synced training config (TrainConfigFile).
+func (s *Server) saveTrainConfig(yaml string) error {
+	if s.cfg.CheckpointDir == "" {
+		return nil
+	}
+	if err := writeFileAtomic(s.cfg.CheckpointDir, TrainConfigFile, []byte(yaml)); err != nil {
+		return fmt.Errorf("swarm: persist training config: %w", err)
+	}
+	return nil
+}
