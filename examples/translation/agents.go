@@ -110,7 +110,7 @@ func checkerErrors(g *corpus.Glossary, en, rough string) []grader.TermError {
 	var out []grader.TermError
 	for _, t := range hintTerms(g, en) {
 		if !strings.Contains(rough, t.Zh) {
-			out = append(out, grader.TermError{OriginalWord: t.En, CorrectTranslation: t.Zh, WrongReason: "glossary"})
+			out = append(out, termError(t, ""))
 		}
 	}
 	return out
@@ -200,12 +200,19 @@ func truthErrors(t task, rough string) []grader.TermError {
 	var out []grader.TermError
 	for _, term := range t.Terms {
 		if !strings.Contains(rough, term.Zh) {
-			out = append(out, grader.TermError{OriginalWord: term.En, CorrectTranslation: term.Zh, WrongReason: "glossary"})
+			out = append(out, termError(term, ""))
 		}
 	}
 	return out
 }
 
+// termError is the terminology error of term rendered as wrong ("": the
+// rendering is missing).
+func termError(term corpus.Term, wrong string) grader.TermError {
+	return grader.TermError{OriginalWord: term.En, WrongTranslation: wrong, WrongReason: "glossary", CorrectTranslation: term.Zh}
+}
+
+// errorsJSON is errs as agent 2 writes them.
 func errorsJSON(errs []grader.TermError) string {
 	if len(errs) == 0 {
 		return "[]"
@@ -223,17 +230,9 @@ func injectError(t task, g *corpus.Glossary, r *rand.Rand, pClean float64) (stri
 		return t.Ref, nil
 	}
 	term := t.Terms[r.IntN(len(t.Terms))]
-	var wrong string
-	for tries := 0; tries < 20; tries++ {
-		w := g.Terms[r.IntN(len(g.Terms))].Zh
-		if w != term.Zh && !strings.Contains(term.Zh, w) && !strings.Contains(w, term.Zh) {
-			wrong = w
-			break
-		}
-	}
-	if wrong == "" {
+	w := wrongRendering(term.Zh, g, r)
+	if w == "" {
 		return t.Ref, nil
 	}
-	rough := strings.Replace(t.Ref, term.Zh, wrong, 1)
-	return rough, []grader.TermError{{OriginalWord: term.En, WrongTranslation: wrong, WrongReason: "glossary", CorrectTranslation: term.Zh}}
+	return strings.Replace(t.Ref, term.Zh, w, 1), []grader.TermError{termError(term, w)}
 }

@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -130,14 +131,7 @@ func (c *Config) Set(key, value string) error {
 }
 
 // Keys are the configuration's keys, sorted.
-func (c *Config) Keys() []string {
-	var ks []string
-	for k := range c.fields() {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
+func (c *Config) Keys() []string { return slices.Sorted(maps.Keys(c.fields())) }
 
 // String writes the configuration in the run-file format, one "key: value"
 // line per key.
@@ -189,24 +183,18 @@ func (c *Config) LoadFile(path string) error {
 
 // check refuses values a run cannot use.
 func (c *Config) check() error {
-	for _, x := range []struct {
-		key string
-		v   int
-	}{{"small-dim", c.SmallDim}, {"small-layers", c.SmallLayers}, {"large-dim", c.LargeDim}, {"large-layers", c.LargeLayers},
-		{"vocab", c.Vocab}, {"warm-batch", c.WarmBatch}, {"steps", c.Steps}, {"batch", c.Batch}, {"repeats", c.Repeats}} {
-		if x.v < 1 {
-			return fmt.Errorf("%s must be at least 1, got %d", x.key, x.v)
+	f := c.fields()
+	for _, k := range []string{"small-dim", "small-layers", "large-dim", "large-layers", "vocab", "warm-batch", "steps", "batch", "repeats"} {
+		if v := f[k].Int(); v < 1 {
+			return fmt.Errorf("%s must be at least 1, got %d", k, v)
 		}
 	}
 	if c.MaxLen < 32 {
 		return fmt.Errorf("max-len must be at least 32, got %d", c.MaxLen)
 	}
-	for _, x := range []struct {
-		key string
-		v   float64
-	}{{"final-frac", c.FinalFrac}, {"pseudo", c.Pseudo}, {"hard-frac", c.HardFrac}} {
-		if x.v < 0 || x.v > 1 {
-			return fmt.Errorf("%s is a fraction in [0, 1], got %g", x.key, x.v)
+	for _, k := range []string{"final-frac", "pseudo", "hard-frac"} {
+		if v := f[k].Float(); v < 0 || v > 1 {
+			return fmt.Errorf("%s is a fraction in [0, 1], got %g", k, v)
 		}
 	}
 	if c.RLLR < 0 || c.RLLRLarge < 0 || c.KLSmall < 0 || c.KLLarge < 0 || c.RLTemp < 0 || c.RLTempLarge < 0 {

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -67,35 +67,29 @@ func evalPrompt(lm *nn.LM, tok *tokenizer.Tokenizer, msgs []tokenizer.Message) (
 	return p, nil
 }
 
-// generate runs greedy generation for a batch of chat prompts.
+// generate runs greedy generation for a batch of chat prompts, in chunks
+// of prompts of similar length (a chunk runs as long as its longest
+// generation). Each prompt has min(maxTok, MaxLen − its length) tokens,
+// nn.LM.Generate stopping every sequence at MaxLen on its own, as the swarm
+// server does for an RL rollout.
 func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 	end := tok.MustSpecialID(tokenizer.End)
 	out := make([]string, len(msgs))
 	all := make([][]int, len(msgs))
+	order := make([]int, len(msgs))
 	for i := range msgs {
 		p, err := evalPrompt(lm, tok, msgs[i])
 		if err != nil {
 			return nil, err
 		}
-		all[i] = p
+		all[i], order[i] = p, i
 	}
-	// Chunks of prompts of similar length (a batch runs as long as its
-	// longest generation). Each prompt has min(maxTok, MaxLen − its length)
-	// tokens, nn.LM.Generate stopping every sequence at MaxLen on its own:
-	// the budget the swarm server gives an RL rollout (lmModel.Generate):
-	// a chunk's budget bounded by its longest prompt would cut some of the
-	// shorter prompts' answers.
-	order := make([]int, len(msgs))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return len(all[order[a]]) < len(all[order[b]]) })
+	slices.SortStableFunc(order, func(a, b int) int { return len(all[a]) - len(all[b]) })
 	const chunk = 32
-	for s := 0; s < len(msgs); s += chunk {
-		var prompts [][]int
-		idx := order[s:min(s+chunk, len(msgs))]
-		for _, i := range idx {
-			prompts = append(prompts, all[i])
+	for idx := range slices.Chunk(order, chunk) {
+		prompts := make([][]int, len(idx))
+		for j, i := range idx {
+			prompts[j] = all[i]
 		}
 		gens, err := lm.Generate(prompts, nn.GenerateOptions{MaxTokens: maxTok, StopTokens: []int{end}})
 		if err != nil {
@@ -104,8 +98,7 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 		for j, g := range gens {
 			// Byte-level tokens can end inside a character. The swarm
 			// endpoint's JSON carries such bytes as U+FFFD, and so must
-			// the texts here (they are cached as JSON: a lossy round trip
-			// changed the detector's warm-start data on reload).
+			// the texts here, which are also cached as JSON.
 			out[idx[j]] = strings.ToValidUTF8(tok.DecodeSkipSpecial(g.Tokens), "\uFFFD")
 		}
 	}
@@ -122,8 +115,7 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 	if err != nil {
 		return
 	}
-	// What agents 2 and 3 see of each rough translation.
-	seen := make([]string, len(rough))
+	seen := make([]string, len(rough)) // what agents 2 and 3 see of each rough translation
 	for i, t := range tasks {
 		seen[i] = clip(rough[i], e.maxRough)
 		m2 = append(m2, e.hint.msgs(t.En, seen[i]))
@@ -140,7 +132,7 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 		return
 	}
 	var asWritten metrics
-	var tp, fp, fn, ctp, cfp, cfn float64
+	var dc, cc detCounts
 	for i, t := range tasks {
 		if i < 6 {
 			flow.Examples = append(flow.Examples, [5]string{t.En, t.Ref, rough[i], det[i], fin[i]})
@@ -166,17 +158,13 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 		flow.sent[i].Detection = d.Normalised
 		flow.Detection += d.Normalised
 		flow.JSONValid += d.Parts["json_valid"]
-		tp += d.Parts["tp"]
-		fp += d.Parts["fp"]
-		fn += d.Parts["fn"]
+		dc.add(d)
 		cd := grader.ProperNounDetectionGrader{}.Grade(errorsJSON(checkerErrors(e.qg.Glossary, t.En, seen[i])), truth)
 		flow.CheckerDetection += cd.Normalised
-		ctp += cd.Parts["tp"]
-		cfp += cd.Parts["fp"]
-		cfn += cd.Parts["fn"]
+		cc.add(cd)
 	}
 	n := float64(len(tasks))
-	finish := func(m *metrics) {
+	for _, m := range []*metrics{&alone, &flow, &asWritten} {
 		m.N = len(tasks)
 		m.ChrF /= n
 		m.TermAcc = m.TermAcc / max(1, float64(termCount(tasks)))
@@ -190,13 +178,10 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 		m.FinalTagRate /= n
 	}
 	flow.seen = seen
-	finish(&alone)
-	finish(&flow)
-	finish(&asWritten)
 	flow.Agent3ChrF, flow.Agent3TermAcc = asWritten.ChrF, asWritten.TermAcc
 	flow.CheckerDetection /= n
-	flow.CheckerP, flow.CheckerR = precRecall(ctp, cfp, cfn)
-	flow.DetP, flow.DetR = precRecall(tp, fp, fn)
+	flow.CheckerP, flow.CheckerR = cc.precRecall()
+	flow.DetP, flow.DetR = dc.precRecall()
 	if flow.DetP+flow.DetR > 0 {
 		flow.DetF1 = 2 * flow.DetP * flow.DetR / (flow.DetP + flow.DetR)
 	}
@@ -205,10 +190,10 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 
 // detectOn scores the larger model as agent 2 on given inputs: seen[i] is
 // the rough translation of tasks[i] it is shown (another evaluation's
-// metrics.seen). It returns the mean detection reward, precision and
-// recall. After RL, detectOn(large, test, flowBefore.seen) measures the
-// detector alone: the warm-start row's inputs, so that a change of agent 1's
-// rough translations (the small model's RL moves them) does not enter.
+// metrics.seen). After RL, detectOn(large, test, flowBefore.seen) measures
+// the detector alone, on the warm-start row's inputs, so that a change of
+// agent 1's rough translations (the small model's RL moves them) does not
+// enter.
 func (e *env) detectOn(large decoder, tasks []task, seen []string) (det detScore, err error) {
 	if len(seen) != len(tasks) {
 		return det, fmt.Errorf("translation: detectOn: %d inputs for %d tasks", len(seen), len(tasks))
@@ -221,30 +206,16 @@ func (e *env) detectOn(large decoder, tasks []task, seen []string) (det detScore
 	if err != nil {
 		return det, err
 	}
-	var tp, fp, fn float64
+	var dc detCounts
 	for i, t := range tasks {
 		d := grader.ProperNounDetectionGrader{}.Grade(out[i], truthErrors(t, seen[i]))
 		det.Detection += d.Normalised
 		det.sent = append(det.sent, d.Normalised)
-		tp += d.Parts["tp"]
-		fp += d.Parts["fp"]
-		fn += d.Parts["fn"]
+		dc.add(d)
 	}
 	det.Detection /= float64(len(tasks))
-	det.P, det.R = precRecall(tp, fp, fn)
+	det.P, det.R = dc.precRecall()
 	return det, nil
-}
-
-// precRecall is precision and recall from true positive, false positive and
-// false negative counts (0 where a denominator is 0).
-func precRecall(tp, fp, fn float64) (p, r float64) {
-	if tp+fp > 0 {
-		p = tp / (tp + fp)
-	}
-	if tp+fn > 0 {
-		r = tp / (tp + fn)
-	}
-	return p, r
 }
 
 // detScore is the detector's reward, precision and recall on one input set,
@@ -252,6 +223,25 @@ func precRecall(tp, fp, fn float64) (p, r float64) {
 type detScore struct {
 	Detection, P, R float64
 	sent            []float64
+}
+
+// detCounts are a detector's true positive, false positive and false
+// negative items over sentences.
+type detCounts struct{ tp, fp, fn float64 }
+
+func (c *detCounts) add(d grader.Result) {
+	c.tp, c.fp, c.fn = c.tp+d.Parts["tp"], c.fp+d.Parts["fp"], c.fn+d.Parts["fn"]
+}
+
+// precRecall is precision and recall (0 where a denominator is 0).
+func (c detCounts) precRecall() (p, r float64) {
+	if c.tp+c.fp > 0 {
+		p = c.tp / (c.tp + c.fp)
+	}
+	if c.tp+c.fn > 0 {
+		r = c.tp / (c.tp + c.fn)
+	}
+	return p, r
 }
 
 func termCount(tasks []task) int {
@@ -269,7 +259,7 @@ func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 	m.ChrF += chrf
 	if ph := grader.Placeholders(t.En); len(ph) > 0 {
 		m.placeholderSentence++
-		if strings.Join(grader.Placeholders(hyp), " ") == strings.Join(ph, " ") {
+		if slices.Equal(grader.Placeholders(hyp), ph) {
 			m.PlaceholderAcc++
 		}
 	}
@@ -289,27 +279,21 @@ func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 	return chrf
 }
 
-// guardFinal is a client-side check of agent 3's answer, as the client
-// checks agent 2's (clientCorrections). Agent 3 was given seen (agent 1's
-// rough translation rough, clipped) and the corrections corr; final is its
-// answer (tagged: it came inside <final_result>). The answer is kept only
-// where
-//   - agent 3 was given corrections,
-//   - it contains every correction's rendering, and
-//   - its edit is confined to them: its Levenshtein distance to seen, in
-//     runes, is at most twice the runes of the corrections' renderings
-//     and wrong spans. Replacing a wrong span costs at most their sum, and
-//     moving a rendering elsewhere twice its length.
-//
-// Otherwise the workflow falls back to rough: there was nothing to edit,
-// or the edit is not the one asked for. This is the "do no harm" concern
-// of conservative automatic post-editing (Junczys-Dowmunt and Grundkiewicz
-// 2016; Chatterjee et al. 2018), where a post-editor's rewrite of correct
-// text is a loss. The factor 2 was chosen on the validation split against
-// 1 and against no bound. It reads agent 2's
-// validated answer and agent 3's output only, never the reference. Agent
-// 3's own reward is still its output as written, in the RL rollouts and in
-// the report.
+// guardFinal is the client's check of agent 3's answer, as clientCorrections
+// is of agent 2's. Agent 3 was given seen (agent 1's rough translation
+// rough, clipped) and the corrections corr; final is its answer (tagged: it
+// came inside <final_result>). The answer is kept only where agent 3 was
+// given corrections, it contains every correction's rendering, and its edit
+// is confined to them: its edit distance to seen, in runes, is at most
+// twice the runes of the corrections' renderings and wrong spans (replacing
+// a wrong span costs at most their sum, moving a rendering elsewhere twice
+// its length; the factor 2 was chosen on the validation split against 1 and
+// against no bound). Otherwise the workflow delivers rough: there was
+// nothing to edit, or the edit is not the one asked for. This is the "do no
+// harm" concern of conservative automatic post-editing (Junczys-Dowmunt and
+// Grundkiewicz 2016; Chatterjee et al. 2018), where a post-editor's rewrite
+// of correct text is a loss. The guard never reads the reference, and agent
+// 3's own reward stays its output as written.
 func guardFinal(rough, seen, final string, tagged bool, corr []grader.TermError) string {
 	if !tagged || len(corr) == 0 {
 		return rough
@@ -321,29 +305,8 @@ func guardFinal(rough, seen, final string, tagged bool, corr []grader.TermError)
 		}
 		budget += utf8.RuneCountInString(c.CorrectTranslation) + utf8.RuneCountInString(c.WrongTranslation)
 	}
-	if levenshtein([]rune(final), []rune(seen)) > 2*budget {
+	if eval.EditDistance([]rune(final), []rune(seen)) > 2*budget {
 		return rough
 	}
 	return final
-}
-
-// levenshtein is the edit distance between a and b (insertions, deletions
-// and substitutions of one rune each), by the two-row dynamic programme.
-func levenshtein(a, b []rune) int {
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			sub := prev[j-1]
-			if a[i-1] != b[j-1] {
-				sub++
-			}
-			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -28,23 +28,17 @@ type options struct {
 	profile  string
 }
 
-// setFlags collects repeated -set key=value.
-type setFlags []string
-
-func (s *setFlags) String() string     { return strings.Join(*s, " ") }
-func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
-
 // parseOptions reads the command line (args without the program name):
 // the configuration starts from DefaultConfig (QuickConfig with -quick),
 // then -config's file, then each -set in order.
 func parseOptions(args []string) (options, error) {
 	var o options
 	var file string
-	var sets setFlags
+	var sets []string
 	fs := flag.NewFlagSet("translation", flag.ContinueOnError)
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: tiny models, a short warm start and 4 GRPO steps per server (well under a minute); writes to out/translation-quick")
 	fs.StringVar(&file, "config", "", "run file of hyper-parameters: lines of \"key: value\" (a flat YAML map, as the report's settings block) or a JSON object")
-	fs.Var(&sets, "set", "set one hyper-parameter, key=value (repeatable; after -config)")
+	fs.Func("set", "set one hyper-parameter, key=value (repeatable; after -config)", func(v string) error { sets = append(sets, v); return nil })
 	fs.StringVar(&o.out, "out", "", "output folder: report, plots, warm-start cache (default out/translation, or out/translation-quick with -quick)")
 	fs.StringVar(&o.cacheDir, "cache", "", "warm-start checkpoint cache (default <out>/cache)")
 	fs.StringVar(&o.ports, "ports", "10086,10087", "ports of the small and larger model's servers (0,0: any free ones)")
@@ -201,12 +195,12 @@ func run(o options) (*report, error) {
 			rep.sentences = append(rep.sentences, t.En)
 		}
 	}
-	servers, clients, perRound, closeAll, err := o.startServers(e, w)
+	srv, err := o.startServers(e, w)
 	if err != nil {
 		return nil, err
 	}
-	defer closeAll()
-	if err := o.rlPhase(e, w, servers, clients, perRound, rep); err != nil {
+	defer srv.close()
+	if err := o.rlPhase(e, w, srv, rep); err != nil {
 		return nil, err
 	}
 	if local {

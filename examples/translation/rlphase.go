@@ -23,45 +23,60 @@ import (
 	"github.com/troupe-ml/troupe/swarm"
 )
 
+// rlServers are the RL phase's swarm servers (none with -servers) and its
+// clients: the small model's (agent 1), the larger model's (agent 2) and
+// the small model's again (agent 3).
+type rlServers struct {
+	local   []*swarm.Server
+	clients []*swarm.Client
+	// perRound is the number of train episodes each local server gets per
+	// GRPO round.
+	perRound [2]int64
+	closers  []func()
+}
+
+func (s *rlServers) close() {
+	for _, c := range slices.Backward(s.closers) {
+		c()
+	}
+}
+
 // startServers starts the two swarm servers, the small model's and the
 // larger model's, each training its model with GRPO on its own reward, on
-// -ports; with -servers it starts none and connects to those. clients are
-// the small model's (agent 1), the larger model's (agent 2) and the small
-// model's again (agent 3). perRound is the number of train episodes each
-// local server gets per GRPO round. closeAll closes the local servers.
-func (o *options) startServers(e *env, w *warmed) (servers []*swarm.Server, clients []*swarm.Client, perRound [2]int64, closeAll func(), err error) {
-	var addrs []string
-	var closers []func()
-	closeAll = func() {
-		for _, c := range slices.Backward(closers) {
-			c()
+// -ports; with -servers it starts none and connects to those.
+func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
+	s = &rlServers{}
+	defer func() {
+		if err != nil {
+			s.close()
 		}
-	}
-	fail := func(err error) ([]*swarm.Server, []*swarm.Client, [2]int64, func(), error) {
-		closeAll()
-		return nil, nil, [2]int64{}, func() {}, err
-	}
-	if o.servers == "" {
+	}()
+	var addrs []string
+	if o.servers != "" {
+		if addrs = strings.Split(o.servers, ","); len(addrs) != 2 {
+			return nil, fmt.Errorf("-servers wants host:port,host:port, got %q", o.servers)
+		}
+	} else {
+		ports := strings.Split(o.ports, ",")
+		if len(ports) != 2 {
+			return nil, fmt.Errorf("-ports wants two ports, got %q", o.ports)
+		}
 		grpo := rl.GRPOConfig{ClipEps: 0.2}
 		ms, ml := w.models[0], w.models[1]
 		if ms == nil {
 			if ms, err = newLMModel("small", w.small, e.tok, o.RLLR, o.KLSmall, grpo, false); err != nil {
-				return fail(err)
+				return nil, err
 			}
 		}
 		// Agent 2's sampled answers do not train their first token ("[]"
 		// or the start of a list): whether to answer at all is left to the
 		// warm start, which reads it off the checker's marks. Sampled at
 		// temperature 0.5, that token's gradient follows another objective
-		// than greedy decoding's, and it drove the detector to lists.
+		// than greedy decoding's and drives the detector to lists.
 		if ml == nil {
 			if ml, err = newLMModel("large", w.large, e.tok, o.RLLRLarge, o.KLLarge, grpo, true); err != nil {
-				return fail(err)
+				return nil, err
 			}
-		}
-		ports := strings.Split(o.ports, ",")
-		if len(ports) != 2 {
-			return fail(fmt.Errorf("-ports wants two ports, got %q", o.ports))
 		}
 		for i, m := range []swarm.Model{ms, ml} {
 			cfg := swarm.DefaultTrainConfig()
@@ -69,31 +84,26 @@ func (o *options) startServers(e *env, w *warmed) (servers []*swarm.Server, clie
 			cfg.MaxResponseTokens = max(e.maxTok+16, e.maxDetTok)
 			srv, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: cfg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
-				return fail(err)
+				return nil, err
 			}
 			ln, err := net.Listen("tcp", "127.0.0.1:"+ports[i])
 			if err != nil {
-				return fail(fmt.Errorf("server %d: %w (use -ports)", i, err))
+				return nil, fmt.Errorf("server %d: %w (use -ports)", i, err)
 			}
 			go http.Serve(ln, srv.Handler())
 			if err := srv.Start(); err != nil {
-				return fail(err)
+				return nil, err
 			}
-			closers = append(closers, func() { srv.Close() })
-			servers = append(servers, srv)
+			s.closers = append(s.closers, func() { srv.Close() })
+			s.local = append(s.local, srv)
 			addrs = append(addrs, ln.Addr().String())
-			perRound[i] = int64(cfg.BatchSize * cfg.NumRepeat)
-		}
-	} else {
-		addrs = strings.Split(o.servers, ",")
-		if len(addrs) != 2 {
-			return fail(fmt.Errorf("-servers wants host:port,host:port, got %q", o.servers))
+			s.perRound[i] = int64(cfg.BatchSize * cfg.NumRepeat)
 		}
 	}
 	small := swarm.NewClient("http://" + addrs[0])
-	clients = []*swarm.Client{small, swarm.NewClient("http://" + addrs[1]), small}
+	s.clients = []*swarm.Client{small, swarm.NewClient("http://" + addrs[1]), small}
 	logf("swarm servers: small model at %s, larger model at %s", addrs[0], addrs[1])
-	return servers, clients, perRound, closeAll, nil
+	return s, nil
 }
 
 // newLMModel serves lm through a swarm.Adapter, trained by GRPO with cfg
@@ -180,13 +190,11 @@ func firstAsContext(s rl.Sample) (rl.Sample, bool) {
 	return s, true
 }
 
-// rlPhase runs the GRPO rounds of the workflow on the train tasks (half of
-// each batch from the error-prone ones, hard-frac): each round gives each
-// server one training batch, and with local servers it waits until both
-// have trained on it and logs the step. Then it stops the local servers.
-func (o *options) rlPhase(e *env, w *warmed, servers []*swarm.Server, clients []*swarm.Client, perRound [2]int64, rep *report) error {
-	local := o.servers == ""
-	ctx := context.Background()
+// rlPhase runs the GRPO rounds of the workflow on the train tasks: each
+// round gives each server one training batch, and with local servers it
+// waits until both have trained on it and logs the step. Then it stops the
+// local servers.
+func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error {
 	r := rand.New(rand.NewPCG(o.rlSeed(), 5))
 	// Error-prone tasks: train sentences whose warm-start rough translation
 	// (agent 1's greedy output, made for the warm start of agents 2 and 3)
@@ -213,43 +221,39 @@ func (o *options) rlPhase(e *env, w *warmed, servers []*swarm.Server, clients []
 			}
 		}
 		st := time.Now()
-		rs, rl, err := e.rlRound(ctx, clients, batch, o.Repeats, r, step)
+		rs, rl, err := e.rlRound(context.Background(), srv.clients, batch, o.Repeats, r, step)
 		if err != nil {
 			return fmt.Errorf("RL step %d: %w", step, err)
 		}
 		var gs [2]int64
 		var gn [2]float64
-		if local {
-			// Wait until both servers trained on this round: each has
-			// handed all of this round's episodes to a training step and
-			// is rolling again.
-			for i, s := range servers {
-				for {
-					status, _, g := s.Status()
-					a := s.Accounting()
-					if status == swarm.StatusRolling && a.TrainedEpisodes+a.Dropped >= int64(step+1)*perRound[i] {
-						gs[i] = g
-						break
-					}
-					if time.Since(st) > 90*time.Second {
-						return errors.New("server did not train within 90 s")
-					}
-					time.Sleep(20 * time.Millisecond)
+		// Wait until each local server trained on this round: it has handed
+		// all of this round's episodes to a training step and is rolling
+		// again.
+		for i, s := range srv.local {
+			for {
+				status, _, g := s.Status()
+				a := s.Accounting()
+				if status == swarm.StatusRolling && a.TrainedEpisodes+a.Dropped >= int64(step+1)*srv.perRound[i] {
+					gs[i] = g
+					break
 				}
-				gn[i] = s.LastTrainStats().GradNorm
+				if time.Since(st) > 90*time.Second {
+					return errors.New("server did not train within 90 s")
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
+			gn[i] = s.LastTrainStats().GradNorm
 		}
 		rep.steps = append(rep.steps, stepRow{Step: step + 1, RewardSmall: rs, RewardLarge: rl, GlobalSmall: gs[0], GlobalLarge: gs[1], Seconds: time.Since(st).Seconds()})
 		bar.Add(1)
 		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g)\n",
 			time.Since(t0).Seconds(), step+1, rs, gs[0], gn[0], rl, gs[1], gn[1])
 	}
-	if local {
-		for i, s := range servers {
-			s.Stop()
-			a := s.Accounting()
-			rep.trained[i], rep.untrained[i] = a.TrainedEpisodes, a.Dropped+a.Buffered
-		}
+	for i, s := range srv.local {
+		s.Stop()
+		a := s.Accounting()
+		rep.trained[i], rep.untrained[i] = a.TrainedEpisodes, a.Dropped+a.Buffered
 	}
 	return nil
 }

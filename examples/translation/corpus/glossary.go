@@ -2,12 +2,13 @@ package corpus
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -108,33 +109,17 @@ var senseClean = regexp.MustCompile(`\([^)]*\)|\[[^]]*\]`)
 // technical domain tag.
 func candidateSenses(e DictEntry) (senses []string, tagged []bool) {
 	for _, s := range e.Senses {
-		tech := false
-		for _, d := range TechnicalDomains {
-			if strings.Contains(s, d) {
-				tech = true
-			}
-		}
+		tech := slices.ContainsFunc(TechnicalDomains, func(d string) bool { return strings.Contains(s, d) })
 		for _, part := range strings.Split(senseClean.ReplaceAllString(s, ""), ";") {
 			p := strings.TrimSpace(part)
 			if strings.ToUpper(p) == p {
 				continue // an acronym: kept verbatim, not a glossary term
 			}
 			p = strings.ToLower(p)
-			p = strings.TrimPrefix(p, "to ")
-			p = strings.TrimPrefix(p, "a ")
-			p = strings.TrimPrefix(p, "an ")
-			p = strings.TrimPrefix(p, "the ")
-			if len(p) < 3 || strings.Count(p, " ") > 2 {
-				continue
+			for _, prefix := range []string{"to ", "a ", "an ", "the "} {
+				p = strings.TrimPrefix(p, prefix)
 			}
-			ok := true
-			for _, r := range p {
-				if !(r >= 'a' && r <= 'z' || r == ' ' || r == '-') {
-					ok = false
-					break
-				}
-			}
-			if ok {
+			if len(p) >= 3 && strings.Count(p, " ") <= 2 && glossWord.MatchString(p) {
 				senses = append(senses, p)
 				tagged = append(tagged, tech)
 			}
@@ -143,15 +128,18 @@ func candidateSenses(e DictEntry) (senses []string, tagged []bool) {
 	return
 }
 
+var glossWord = regexp.MustCompile(`^[a-z -]+$`)
+
 // stopTerms are English glosses too generic to be terminology.
-var stopTerms = map[string]bool{
-	"not": true, "and": true, "the": true, "for": true, "with": true, "this": true, "that": true, "can": true,
-	"must": true, "use": true, "used": true, "one": true, "all": true, "has": true, "have": true, "are": true,
-	"was": true, "will": true, "only": true, "there": true, "which": true, "from": true, "but": true, "also": true,
-	"may": true, "should": true, "been": true, "more": true, "than": true, "when": true, "its": true, "none": true,
-	"other": true, "some": true, "any": true, "each": true, "such": true, "given": true, "need": true, "get": true,
-	"set": true, "make": true, "found": true, "find": true, "see": true, "same": true, "less": true, "out": true,
-	"too": true, "how": true, "does": true, "did": true, "yet": true, "new": true, "now": true, "able": true,
+var stopTerms = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`not and the for with this that can must use used one all has have are
+		was will only there which from but also may should been more than when its none
+		other some any each such given need get set make found find see same less out
+		too how does did yet new now able`) {
+		stopTerms[w] = true
+	}
 }
 
 var wordRE = regexp.MustCompile(`[A-Za-z][A-Za-z-]*`)
@@ -169,12 +157,7 @@ func englishNgrams(s string) map[string]bool {
 }
 
 func hasHan(s string) bool {
-	for _, r := range s {
-		if unicode.Is(unicode.Han, r) {
-			return true
-		}
-	}
-	return false
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Han, r) })
 }
 
 // BuildGlossary mines term pairs from catalogue pairs (normally the train
@@ -235,28 +218,22 @@ func BuildGlossary(pairs []Pair, dict []DictEntry, minSupport int) *Glossary {
 			best[en] = Term{En: en, Zh: zh, Source: "mined", Support: c}
 		}
 	}
-	g := &Glossary{byEn: map[string]int{}}
+	var terms []Term
+	have := map[string]bool{}
 	for en, t := range best {
 		// Keep a mined term when it is consistent: supported at least
 		// minSupport times and in at least 40% of the pairs whose English has it.
 		if t.Support >= minSupport && float64(t.Support) >= 0.4*float64(enCount[en]) {
-			g.Terms = append(g.Terms, t)
+			terms, have[en] = append(terms, t), true
 		}
-	}
-	have := map[string]bool{}
-	for _, t := range g.Terms {
-		have[t.En] = true
 	}
 	for en, zh := range techForm {
 		if sup := support[[2]string{en, zh}]; !have[en] && sup > 0 {
-			g.Terms = append(g.Terms, Term{En: en, Zh: zh, Source: "cedict", Support: sup})
+			terms = append(terms, Term{En: en, Zh: zh, Source: "cedict", Support: sup})
 		}
 	}
-	sort.Slice(g.Terms, func(i, j int) bool { return g.Terms[i].En < g.Terms[j].En })
-	for i, t := range g.Terms {
-		g.byEn[t.En] = i
-	}
-	return g
+	slices.SortFunc(terms, func(a, b Term) int { return strings.Compare(a.En, b.En) })
+	return NewGlossary(terms)
 }
 
 // TermsIn returns the glossary terms whose English occurs (as whole words) in
@@ -269,21 +246,10 @@ func (g *Glossary) TermsIn(en string) []Term {
 			out = append(out, t)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if len(out[i].En) != len(out[j].En) {
-			return len(out[i].En) > len(out[j].En)
-		}
-		return out[i].En < out[j].En
-	})
+	slices.SortFunc(out, func(a, b Term) int { return cmp.Or(len(b.En)-len(a.En), strings.Compare(a.En, b.En)) })
 	var kept []Term
 	for _, t := range out {
-		inside := false
-		for _, k := range kept {
-			if strings.Contains(" "+k.En+" ", " "+t.En+" ") {
-				inside = true
-			}
-		}
-		if !inside {
+		if !slices.ContainsFunc(kept, func(k Term) bool { return strings.Contains(" "+k.En+" ", " "+t.En+" ") }) {
 			kept = append(kept, t)
 		}
 	}

@@ -31,38 +31,23 @@ func ParseDetections(output string) ([]TermError, error) {
 	}
 	out := make([]TermError, 0, len(raw))
 	for i, o := range raw {
-		get := func(k string, required bool) (string, error) {
-			v, ok := o[k]
+		var f [4]string // the first two required
+		for k, key := range [4]string{"original_word", "correct_translation", "wrong_translation", "wrong_reason"} {
+			v, ok := o[key]
 			if !ok {
-				if required {
-					return "", fmt.Errorf("item %d: missing %q", i, k)
+				if k < 2 {
+					return nil, fmt.Errorf("item %d: missing %q", i, key)
 				}
-				return "", nil
+				continue
 			}
-			str, ok := v.(string)
-			if !ok {
-				return "", fmt.Errorf("item %d: %q is not a string", i, k)
+			if f[k], ok = v.(string); !ok {
+				return nil, fmt.Errorf("item %d: %q is not a string", i, key)
 			}
-			if required && strings.TrimSpace(str) == "" {
-				return "", fmt.Errorf("item %d: %q is empty", i, k)
+			if k < 2 && strings.TrimSpace(f[k]) == "" {
+				return nil, fmt.Errorf("item %d: %q is empty", i, key)
 			}
-			return str, nil
 		}
-		var e TermError
-		var err error
-		if e.OriginalWord, err = get("original_word", true); err != nil {
-			return nil, err
-		}
-		if e.CorrectTranslation, err = get("correct_translation", true); err != nil {
-			return nil, err
-		}
-		if e.WrongTranslation, err = get("wrong_translation", false); err != nil {
-			return nil, err
-		}
-		if e.WrongReason, err = get("wrong_reason", false); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
+		out = append(out, TermError{OriginalWord: f[0], CorrectTranslation: f[1], WrongTranslation: f[2], WrongReason: f[3]})
 	}
 	return out, nil
 }

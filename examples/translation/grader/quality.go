@@ -3,6 +3,7 @@ package grader
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -93,18 +94,6 @@ func Placeholders(s string) []string {
 	return out
 }
 
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 var (
 	acronymRE = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*[A-Z][A-Z0-9]*s?\b|\b[A-Z]{2,}s?\b`)
 	quotedRE  = regexp.MustCompile("'([^'\\s]{1,40})'|\"([^\"\\s]{1,40})\"|`([^`\\s]{1,40})`")
@@ -163,7 +152,7 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 	// Placeholders.
 	src, ref, got := Placeholders(source), Placeholders(reference), Placeholders(hyp)
 	if len(src) > 0 || len(ref) > 0 {
-		if equalStrings(got, src) || equalStrings(got, ref) {
+		if slices.Equal(got, src) || slices.Equal(got, ref) {
 			cat(RulePlaceholder, 1, 1)
 		} else {
 			cat(RulePlaceholder, 0, 1)
