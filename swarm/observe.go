@@ -44,6 +44,10 @@ type TrainStep struct {
 	Time time.Time
 	// Stats is what Model.Train returned.
 	Stats rl.Stats
+	// EpisodeIDs are the episodes the step trained on, in batch order.
+	// After a crash a step is trained again from the last checkpoint: in
+	// TrainMetricsFile the last row of a step number is the one that holds.
+	EpisodeIDs []string
 }
 
 // record flattens the step into the JSON object of TrainMetricsFile.
@@ -52,6 +56,7 @@ func (t TrainStep) record() map[string]any {
 		"step": t.Step, "episodes": t.Episodes, "tasks": t.Tasks, "samples": t.Samples,
 		"reward_mean": jsonFloat(t.RewardMean), "reward_std": jsonFloat(t.RewardStd),
 		"duration_s": t.Duration.Seconds(), "time": t.Time.UTC().Format(time.RFC3339Nano),
+		"episode_ids": t.EpisodeIDs,
 	}
 	v := reflect.ValueOf(t.Stats)
 	for i := range v.NumField() {

@@ -919,6 +919,9 @@ func (s *Server) trainOnce() {
 			s.m.trainSteps.Inc()
 			ts := TrainStep{Step: step, Episodes: len(batch), Tasks: len(tasks), Samples: len(samples),
 				RewardMean: rs.mean, RewardStd: rs.std(), Duration: dur, Time: time.Now(), Stats: stats}
+			for _, fe := range batch {
+				ts.EpisodeIDs = append(ts.EpisodeIDs, fe.id)
+			}
 			s.log.Info("training step", "global_step", step, "episodes", len(batch), "samples", len(samples),
 				"loss", stats.Loss, "grad_norm", stats.GradNorm, "reward_mean", rs.mean, "reward_std", ts.RewardStd,
 				"skipped_groups", stats.SkippedGroups, "duration", dur)
