@@ -38,14 +38,12 @@ func BenchmarkInference(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cr.Close()
 	fc := pipeline.DefaultFusionConfig()
 	fc.VoteOnly, fc.Epochs = true, 1
 	fu, err := pipeline.TrainFusion(cr.OOF[pipeline.Orig], d.Labels(train), fc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer fu.Close()
 	enc := finrisk.FitEncoder(d.Credit.Attrs, d.Rows(train))
 	z, _, _ := fu.Predict(cr.OOF[pipeline.Orig])
 	st, err := trainStudent(enc.Matrix(d.Rows(train)), enc.Width, z, d.Labels(train), 8, 1, distill.Options{Temperature: 2, Alpha: 0.7, IgnoreIndex: -1}, 1)

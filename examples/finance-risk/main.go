@@ -18,10 +18,6 @@ type Options struct {
 	Out   string
 	Data  string
 	Folds int
-	// Members selects how the transformer and MLP members are built:
-	// "gorgonia" (default: attribute-token transformer of package agents)
-	// or "nn" (package nn's TokenSetEncoder and MLP).
-	Members string
 }
 
 func main() {
@@ -31,7 +27,6 @@ func main() {
 	flag.StringVar(&o.Out, "out", "out/finance-risk", "output directory for report.md and the plots")
 	flag.StringVar(&o.Data, "data", "", "data directory (default <repo>/data; fetched when missing)")
 	flag.IntVar(&o.Folds, "folds", 0, "cross-validation folds (default 5, 3 with -quick)")
-	flag.StringVar(&o.Members, "members", "gorgonia", "member implementation: gorgonia (attribute-token transformer) or nn (package nn TokenSetEncoder and MLP)")
 	flag.Parse()
 	if _, err := Run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "finance-risk:", err)
@@ -108,13 +103,6 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 		lstmEpochs, crossK, rounds, studentEpochs = 1, 2, 25, 25
 	}
 	cfg.Seed = o.Seed
-	switch o.Members {
-	case "", "gorgonia":
-	case "nn":
-		cfg.NN = true
-	default:
-		return nil, fmt.Errorf("-members %q: want gorgonia or nn", o.Members)
-	}
 	mk, err := pipeline.TrainMarket(d, 16, lstmEpochs, o.Seed, logf)
 	if err != nil {
 		return nil, err
@@ -197,7 +185,7 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 			fm[mm.model], preds[mm.model] = evalProb(pv[0], pv), pv[0]
 		}
 		res.Params[mTF], res.Params[mMLP] = cr.Parts[0].ParamCounts()
-		res.Params[mMarket] = mk.Net.Params().Count()
+		res.Params[mMarket] = mk.Net.ParamCount()
 		// Market agent alone: no credit opinion, so it scores with its
 		// volatility forecast (AUC) and decides with the training base rate.
 		{
@@ -341,8 +329,6 @@ func Run(o Options, w interface{ Write([]byte) (int, error) }) (*Result, error) 
 		stTime := timeIt(func() {
 			st.Logits(enc.Matrix(rowsTe))
 		}) / time.Duration(len(test))
-		cr.Close()
-		fu.Close()
 		rep := distill.Report{Metric: "AUC", TeacherQuality: fm[mEnsemble].AUC, StudentQuality: fm[mStudent].AUC,
 			TeacherParams: res.Params[mEnsemble], StudentParams: res.Params[mStudent], TeacherTime: ensTime, StudentTime: stTime}
 		res.Distill = append(res.Distill, rep)

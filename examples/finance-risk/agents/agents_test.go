@@ -1,10 +1,8 @@
 package agents
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 )
 
@@ -34,67 +32,42 @@ func accuracy(out, y []float32) float64 {
 	return float64(ok) / float64(len(y))
 }
 
-func TestMLPAndTransformerLearn(t *testing.T) {
+func TestClassifiersLearn(t *testing.T) {
 	x, y := toy(300, 1)
 	xt, yt := toy(200, 2)
-	nets := []Net{NewMLP("m", 4, 8, 1)}
+	rng := rand.New(rand.NewPCG(5, 6))
+	nets := []*Net{NewMLP(4, 8, 1, 1e-2, 0)}
 	if !testing.Short() { // the transformer is the slow one (most of this test under -race)
-		// 4 tokens of 4 features (token a holds feature a only): the
-		// Encoder.Tokens layout.
-		nets = append(nets, NewTokenTransformer("t", 4, 4, 8, 2, 16, 1))
+		nets = append(nets, NewTransformer(4, 8, 1, 2, 1, 3e-3, 0))
 	}
 	for _, net := range nets {
-		xin, xtin := x, xt
-		if tf, ok := net.(*TokenTransformer); ok {
-			xin, xtin = tokens(x, tf.Tokens), tokens(xt, tf.Tokens)
-		}
-		inf := NewInfer(net, 64)
-		before, _, err := inf.Run(xtin, 200)
+		before, _, err := net.Run(xt, 200)
 		if err != nil {
 			t.Fatal(err)
 		}
-		before = append([]float32(nil), before...)
-		tr, err := NewTrainer(net, TrainConfig{Batch: 50, LR: 1e-2, L2: 1e-4, Loss: BCE, Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, err := tr.Epoch(xin, y, 300, 0)
+		first, err := net.Epoch(x, y, 50, BCE, rng)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var last float64
 		for ep := 0; ep < 30; ep++ {
-			if last, err = tr.Epoch(xin, y, 300, 0); err != nil {
+			if last, err = net.Epoch(x, y, 50, BCE, rng); err != nil {
 				t.Fatal(err)
 			}
 		}
-		tr.Close()
-		// The inference graph shares the parameters: it sees the training.
-		after, emb, err := inf.Run(xtin, 200)
+		out, emb, err := net.Run(xt, 200)
 		if err != nil {
 			t.Fatal(err)
 		}
-		acc := accuracy(after, yt)
-		t.Logf("%T: loss %.3f -> %.3f, test accuracy %.3f (untrained %.3f)", net, first, last, acc, accuracy(before, yt))
-		if !(last < first*0.6) || acc < 0.9 {
-			t.Fatalf("%T did not learn: loss %.3f -> %.3f, accuracy %.3f", net, first, last, acc)
+		acc := accuracy(out, yt)
+		t.Logf("%s: loss %.3f -> %.3f, test accuracy %.3f (untrained %.3f), %d params", net.Name, first, last, acc, accuracy(before, yt), net.ParamCount())
+		if last > 0.6*first || acc < 0.9 {
+			t.Errorf("%s did not learn: loss %.3f -> %.3f, accuracy %.3f", net.Name, first, last, acc)
 		}
 		if len(emb) != 200*net.EmbDim() {
-			t.Fatalf("embedding size %d", len(emb))
-		}
-		inf.Close()
-	}
-}
-
-func tokens(x []float32, A int) []float32 {
-	n := len(x) / A
-	out := make([]float32, n*A*A)
-	for i := 0; i < n; i++ {
-		for a := 0; a < A; a++ {
-			out[(i*A+a)*A+a] = x[i*A+a]
+			t.Errorf("%s: embedding size %d, want %d", net.Name, len(emb), 200*net.EmbDim())
 		}
 	}
-	return out
 }
 
 func TestLSTMRegression(t *testing.T) {
@@ -113,19 +86,14 @@ func TestLSTMRegression(t *testing.T) {
 		}
 		y[i] = float32(m - 1)
 	}
-	net := NewLSTM("l", T, 8, 1)
-	tr, err := NewTrainer(net, TrainConfig{Batch: 50, LR: 1e-2, Loss: MSE, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	first, err := tr.Epoch(x, y, n, 0)
+	net := NewLSTM(T, 8, 1, 1e-2)
+	first, err := net.Epoch(x, y, 50, MSE, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var last float64
 	for ep := 0; ep < 40; ep++ {
-		if last, err = tr.Epoch(x, y, n, 0); err != nil {
+		if last, err = net.Epoch(x, y, 50, MSE, rng); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,50 +107,18 @@ func TestLSTMRegression(t *testing.T) {
 	}
 }
 
-func TestParamsShapeMismatchPanics(t *testing.T) {
-	p := NewParams(1)
-	p.Get("w", 1, 2, 3)
-	defer func() {
-		r := recover()
-		if r == nil {
-			t.Fatal("no panic")
-		}
-		// The message names both shapes (the project's convention for
-		// programmer errors while building graphs).
-		if msg := fmt.Sprint(r); !strings.Contains(msg, "(2, 3)") || !strings.Contains(msg, "[3 2]") {
-			t.Fatalf("panic message %q does not name both shapes", msg)
-		}
-	}()
-	p.Get("w", 1, 3, 2)
-}
-
-func TestNNNetLearns(t *testing.T) {
-	x, y := toy(300, 1)
-	xt, yt := toy(200, 2)
-	rng := rand.New(rand.NewPCG(5, 6))
-	nets := []*NNNet{NewNNMLP(4, 8, 1, 1e-2, 0)}
-	if !testing.Short() {
-		nets = append(nets, NewNNTransformer(4, 8, 1, 2, 1, 3e-3, 0))
-	}
-	for _, net := range nets {
-		first, err := net.Epoch(x, y, 50, BCE, rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var last float64
-		for ep := 0; ep < 30; ep++ {
-			if last, err = net.Epoch(x, y, 50, BCE, rng); err != nil {
-				t.Fatal(err)
-			}
-		}
-		out, emb, err := net.Run(xt, 200)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acc := accuracy(out, yt)
-		t.Logf("%s: loss %.3f -> %.3f, accuracy %.3f, %d params", net.Name, first, last, acc, net.ParamCount())
-		if last > 0.6*first || acc < 0.9 || len(emb) != 200*net.EmbDim() {
-			t.Fatalf("%s did not learn: %.3f -> %.3f, accuracy %.3f", net.Name, first, last, acc)
+// TestInputErrors: a wrong input size or loss kind is an error naming the
+// member, not a panic.
+func TestInputErrors(t *testing.T) {
+	net := NewMLP(4, 8, 1, 1e-2, 0)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for name, err := range map[string]error{
+		"run width":  func() error { _, _, err := net.Run(make([]float32, 7), 2); return err }(),
+		"epoch size": func() error { _, err := net.Epoch(make([]float32, 12), make([]float32, 2), 10, BCE, rng); return err }(),
+		"loss kind":  func() error { _, err := net.Epoch(make([]float32, 8), make([]float32, 2), 10, 7, rng); return err }(),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
 		}
 	}
 }

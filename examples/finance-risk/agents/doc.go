@@ -1,11 +1,8 @@
 // Package agents holds the differentiable members of the finance-risk
-// ensemble as Gorgonia graphs: a transformer encoder over the applicant's
-// feature tokens (credit-risk agent), an LSTM over past market returns
-// (market-volatility agent) and an MLP, with a shared trainer (Adam,
-// mini-batches, L2) and batch inference.
-//
-// They are written directly on Gorgonia because package nn had not landed
-// when this example was built; they follow the same layout (parameters as
-// named tensors shared between a training graph and an inference graph) so
-// that swapping in nn's layers changes only the Build functions.
+// ensemble, built from package nn's layers and trained with nn.Trainer: a
+// transformer encoder over the applicant's feature tokens (credit-risk
+// agent, nn.TokenSetEncoder), an MLP over the same features, and an LSTM
+// over past market returns (market-volatility agent, nn.LSTM). Each gives
+// an output (a logit, or the volatility forecast) and an embedding per
+// example, which the attention fusion of package ensemble reads.
 package agents

@@ -1,200 +1,137 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/troupe-ml/troupe/ensemble"
+	"github.com/troupe-ml/troupe/nn"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
-// Fusion is the trained attention fusion over the members (frozen members:
-// their outputs are inputs of the fusion graph).
+// Fusion is the trained attention fusion over frozen members: their
+// outputs are packed into rows (Outputs.Rows) that ensemble.AttentionModel
+// reads. The attention's parameters live in Store under the scope
+// "fusion", so nn.SaveCheckpoint saves them as it saves any nn model.
 type Fusion struct {
-	Att    *ensemble.Attention
+	Store  *nn.Store
 	Losses []float64 // training loss per epoch
-	inf    *fusionGraph
-	vm     G.VM
-}
-
-// Close releases the inference machine.
-func (fu *Fusion) Close() {
-	if fu.vm != nil {
-		fu.vm.Close()
-		fu.vm = nil
-	}
+	dims   []int
+	tr     *nn.Trainer
 }
 
 // FusionConfig configures TrainFusion.
 type FusionConfig struct {
 	Dim, Heads, Epochs, Batch int
-	LR, L2                    float64
-	Seed                      uint64
-	VoteOnly                  bool
+	// LR and WeightDecay are AdamW's (decoupled decay; biases exempt).
+	LR, WeightDecay float64
+	Seed            uint64
+	VoteOnly        bool
 }
 
 // DefaultFusionConfig is used by the example.
 func DefaultFusionConfig() FusionConfig {
-	return FusionConfig{Dim: 16, Heads: 4, Epochs: 60, Batch: 100, LR: 3e-3, L2: 1e-3, Seed: 3}
+	return FusionConfig{Dim: 16, Heads: 4, Epochs: 60, Batch: 100, LR: 3e-3, WeightDecay: 1e-2, Seed: 3}
 }
 
-type fusionGraph struct {
-	g      *G.ExprGraph
-	embs   []*G.Node
-	logits *G.Node
-	mask   *G.Node
-	fused  *ensemble.Fused
-}
-
-func buildFusion(att *ensemble.Attention, dims []int, B int) (*fusionGraph, error) {
-	g := G.NewGraph()
-	if att.Config().Dim == 0 {
-		return nil, fmt.Errorf("pipeline: empty attention")
-	}
-	a := att.In(g)
-	f := &fusionGraph{g: g}
-	for m, e := range dims {
-		f.embs = append(f.embs, G.NewMatrix(g, tensor.Float32, G.WithShape(B, e), G.WithName(fmt.Sprintf("emb%d", m)), G.WithInit(G.Zeroes())))
-	}
-	M := len(dims)
-	f.logits = G.NewMatrix(g, tensor.Float32, G.WithShape(B, M), G.WithName("logits"), G.WithInit(G.Zeroes()))
-	f.mask = G.NewMatrix(g, tensor.Float32, G.WithShape(B, M), G.WithName("mask"), G.WithInit(G.Zeroes()))
-	var err error
-	if f.fused, err = a.Fuse(f.embs, f.logits, f.mask); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// fill copies examples idx[start:start+B] of o into the graph's inputs
-// (padding with a present-but-zero first member).
-func (f *fusionGraph) fill(o *Outputs, idx []int, B int) int {
+// Rows packs the examples as ensemble.AttentionModel reads them: per
+// example the members' embeddings, their logits, then their mask.
+func (o *Outputs) Rows() [][]float32 {
 	M := NumMembers
-	lv := f.logits.Value().Data().([]float32)
-	mv := f.mask.Value().Data().([]float32)
-	clear(lv)
-	clear(mv)
-	for m := 0; m < M; m++ {
-		clear(f.embs[m].Value().Data().([]float32))
-	}
-	for k := 0; k < B; k++ {
-		if k >= len(idx) {
-			mv[k*M] = 1 // padding row: one present member, zero weight in the loss
-			continue
-		}
-		i := idx[k]
+	rows := make([][]float32, o.N)
+	for i := range rows {
+		var r []float32
 		for m := 0; m < M; m++ {
 			E := o.EmbDim[m]
-			copy(f.embs[m].Value().Data().([]float32)[k*E:(k+1)*E], o.Emb[m][i*E:(i+1)*E])
-			lv[k*M+m] = o.Logit[m][i]
-			mv[k*M+m] = o.Mask[i*M+m]
+			r = append(r, o.Emb[m][i*E:(i+1)*E]...)
 		}
+		for m := 0; m < M; m++ {
+			r = append(r, o.Logit[m][i])
+		}
+		rows[i] = append(r, o.Mask[i*M:(i+1)*M]...)
 	}
-	return min(B, len(idx))
+	return rows
 }
 
-// TrainFusion trains the attention fusion on member outputs o and labels y.
+// TrainFusion trains the attention fusion on member outputs o and labels y
+// (mean binary cross-entropy of the fused logit, AdamW, gradients clipped
+// to norm 5).
 func TrainFusion(o *Outputs, y []int, cfg FusionConfig) (*Fusion, error) {
-	g0 := G.NewGraph()
-	att := ensemble.NewAttention(g0, ensemble.AttentionConfig{EmbDims: o.EmbDims(), Dim: cfg.Dim, Heads: cfg.Heads, Seed: cfg.Seed, VoteOnly: cfg.VoteOnly})
-	B := cfg.Batch
-	f, err := buildFusion(att, o.EmbDims(), B)
-	if err != nil {
-		return nil, err
+	if len(y) != o.N {
+		return nil, fmt.Errorf("pipeline: fusion: %d labels for %d examples", len(y), o.N)
 	}
-	g := f.g
-	yn := G.NewVector(g, tensor.Float32, G.WithShape(B), G.WithName("y"), G.WithInit(G.Zeroes()))
-	wn := G.NewVector(g, tensor.Float32, G.WithShape(B), G.WithName("w"), G.WithInit(G.Zeroes()))
-	z := f.fused.Logit
-	per := G.Must(G.Sub(G.Must(G.Softplus(z)), G.Must(G.HadamardProd(yn, z))))
-	loss := G.Must(G.Mean(G.Must(G.HadamardProd(per, wn))))
-	params := G.Nodes{}
-	// The parameters of this graph are the nodes bound by In: find them by name.
-	names := map[string]bool{}
-	for _, p := range att.Learnables() {
-		names[p.Name()] = true
-	}
-	for _, n := range g.AllNodes() {
-		if names[n.Name()] && n.IsVar() {
-			params = append(params, n)
-		}
-	}
-	cost := loss
-	for _, p := range params {
-		cost = G.Must(G.Add(cost, G.Must(G.Mul(G.Must(G.Sum(G.Must(G.Square(p)))), G.NewConstant(float32(cfg.L2))))))
-	}
-	if _, err := G.Grad(cost, params...); err != nil {
-		return nil, err
-	}
-	vm := G.NewTapeMachine(g, G.BindDualValues(params...))
-	defer vm.Close()
-	solver := G.NewAdamSolver(G.WithLearnRate(cfg.LR), G.WithClip(5))
+	store := nn.NewStore(cfg.Seed)
+	att := ensemble.AttentionModel(o.EmbDims(), ensemble.AttentionConfig{Dim: cfg.Dim, Heads: cfg.Heads, VoteOnly: cfg.VoteOnly})
+	model := func(s *nn.Scope, x *G.Node) *G.Node { return att(s.Sub("fusion"), x) }
+	fu := &Fusion{Store: store, dims: append([]int(nil), o.EmbDims()...),
+		tr: nn.NewTrainer(store, model, nn.NewAdamW(nn.Constant(cfg.LR), cfg.WeightDecay), nn.TrainConfig{ClipNorm: 5})}
+	rows := o.Rows()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xf05e))
-	fu := &Fusion{Att: att}
 	for ep := 0; ep < cfg.Epochs; ep++ {
 		perm := rng.Perm(o.N)
 		var tot float64
 		nb := 0
-		for start := 0; start < o.N; start += B {
-			idx := perm[start:min(start+B, o.N)]
-			f.fill(o, idx, B)
-			yv, wv := yn.Value().Data().([]float32), wn.Value().Data().([]float32)
-			for k := 0; k < B; k++ {
-				yv[k], wv[k] = 0, 0
-				if k < len(idx) {
-					yv[k], wv[k] = float32(y[idx[k]]), 1
+		for start := 0; start < o.N; start += cfg.Batch {
+			idx := perm[start:min(start+cfg.Batch, o.N)]
+			batch := make([][]float32, len(idx))
+			for k, i := range idx {
+				batch[k] = rows[i]
+			}
+			l, err := fu.tr.ForwardBackward(batch, func(out [][]float32) (float64, [][]float32) {
+				var loss float64
+				g := make([][]float32, len(out))
+				inv := 1 / float64(len(out))
+				for k, r := range out {
+					z, t := float64(r[0]), float64(y[idx[k]])
+					loss += (softplus(z) - t*z) * inv
+					g[k] = make([]float32, len(r))
+					g[k][0] = float32((1/(1+math.Exp(-z)) - t) * inv)
 				}
+				return loss, g
+			})
+			if err != nil && !errors.Is(err, nn.ErrNonFinite) {
+				return nil, fmt.Errorf("pipeline: fusion: %w", err)
 			}
-			if err := vm.RunAll(); err != nil {
-				return nil, err
+			if _, _, err := fu.tr.Step(); err != nil {
+				return nil, fmt.Errorf("pipeline: fusion: %w", err)
 			}
-			tot += float64(loss.Value().Data().(float32))
+			tot += l
 			nb++
-			if err := solver.Step(G.NodesToValueGrads(params)); err != nil {
-				return nil, err
-			}
-			vm.Reset()
 		}
 		fu.Losses = append(fu.Losses, tot/float64(nb))
 	}
 	return fu, nil
 }
 
+func softplus(z float64) float64 {
+	if z > 30 {
+		return z
+	}
+	return math.Log1p(math.Exp(z))
+}
+
 // Predict returns the fused logits (n) and the attention weights averaged
 // over heads (n, M) of the examples of o.
 func (fu *Fusion) Predict(o *Outputs) (logit []float32, weights []float32, err error) {
-	B := 200
-	if fu.vm == nil {
-		if fu.inf, err = buildFusion(fu.Att, o.EmbDims(), B); err != nil {
-			return nil, nil, err
-		}
-		fu.vm = G.NewTapeMachine(fu.inf.g)
+	if !slices.Equal(o.EmbDims(), fu.dims) {
+		return nil, nil, fmt.Errorf("pipeline: fusion trained on embedding widths %v, given %v", fu.dims, o.EmbDims())
 	}
-	f, vm := fu.inf, fu.vm
-	M, H := NumMembers, fu.Att.Config().Heads
+	const B = 200
+	M := NumMembers
 	logit, weights = make([]float32, o.N), make([]float32, o.N*M)
-	idx := make([]int, o.N)
-	for i := range idx {
-		idx[i] = i
-	}
+	rows := o.Rows()
 	for start := 0; start < o.N; start += B {
-		n := f.fill(o, idx[start:min(start+B, o.N)], B)
-		if err := vm.RunAll(); err != nil {
-			return nil, nil, err
+		out, err := fu.tr.Predict(rows[start:min(start+B, o.N)])
+		if err != nil {
+			return nil, nil, fmt.Errorf("pipeline: fusion: %w", err)
 		}
-		copy(logit[start:start+n], f.fused.Logit.Value().Data().([]float32)[:n])
-		w := f.fused.Weights.Value().Data().([]float32) // (B, M, H)
-		for k := 0; k < n; k++ {
-			for m := 0; m < M; m++ {
-				var s float32
-				for h := 0; h < H; h++ {
-					s += w[(k*M+m)*H+h]
-				}
-				weights[(start+k)*M+m] = s / float32(H)
-			}
+		for k, r := range out {
+			logit[start+k] = r[0]
+			copy(weights[(start+k)*M:(start+k+1)*M], r[1:])
 		}
-		vm.Reset()
 	}
 	return logit, weights, nil
 }
@@ -221,10 +158,4 @@ func (fu *Fusion) PredictAll(os []*Outputs) (logit []float32, weights []float32,
 }
 
 // ParamCount is the number of fusion parameters.
-func (fu *Fusion) ParamCount() int {
-	n := 0
-	for _, p := range fu.Att.Learnables() {
-		n += p.Shape().TotalSize()
-	}
-	return n
-}
+func (fu *Fusion) ParamCount() int { return fu.Store.NumParams() }

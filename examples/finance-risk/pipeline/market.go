@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"examples/finance-risk/agents"
@@ -10,11 +11,12 @@ import (
 
 // MarketAgent is the market-volatility agent: an LSTM over the last Window
 // daily returns that forecasts the log realised volatility of the next
-// Window days. It is trained once on the market series (chronological
-// split: training up to SplitDate, evaluation after) and, per applicant,
-// gives the forecast and its hidden state on the application date.
+// Window days (package agents' nn.LSTM member). It is trained once on the
+// market series (chronological split: training up to SplitDate, evaluation
+// after) and, per applicant, gives the forecast and its hidden state on the
+// application date.
 type MarketAgent struct {
-	Net       *agents.LSTM
+	Net       *agents.Net
 	Mean, Std float64 // standardisation of the target
 	// Forecast quality on the held-out period: RMSE of the log volatility,
 	// against the naive forecast (trailing volatility persists).
@@ -34,7 +36,7 @@ func marketWindow(m *finrisk.Market, day int, dst []float32) {
 func TrainMarket(d *Data, hidden, epochs int, seed uint64, logf func(string, ...any)) (*MarketAgent, error) {
 	m := d.Market
 	split := time.Date(2015, 1, 1, 0, 0, 0, 0, time.UTC)
-	ag := &MarketAgent{Net: agents.NewLSTM("market", Window, hidden, seed), SplitDate: split}
+	ag := &MarketAgent{Net: agents.NewLSTM(Window, hidden, seed, 5e-3), SplitDate: split}
 	var xs []float32
 	var ys []float64
 	var days []int
@@ -64,13 +66,9 @@ func TrainMarket(d *Data, hidden, epochs int, seed uint64, logf func(string, ...
 	for i := range ys {
 		y[i] = float32((ys[i] - ag.Mean) / ag.Std)
 	}
-	tr, err := agents.NewTrainer(ag.Net, agents.TrainConfig{Batch: 128, LR: 5e-3, Loss: agents.MSE, Seed: seed})
-	if err != nil {
-		return nil, err
-	}
-	defer tr.Close()
+	rng := rand.New(rand.NewPCG(seed, 0x7a11))
 	for ep := 0; ep < epochs; ep++ {
-		l, err := tr.Epoch(xs[:ntr*Window], y[:ntr], ntr, 0)
+		l, err := ag.Net.Epoch(xs[:ntr*Window], y[:ntr], 128, agents.MSE, rng)
 		if err != nil {
 			return nil, err
 		}
@@ -78,10 +76,8 @@ func TrainMarket(d *Data, hidden, epochs int, seed uint64, logf func(string, ...
 			logf("market LSTM epoch %d/%d: train MSE %.4f", ep+1, epochs, l)
 		}
 	}
-	inf := agents.NewInfer(ag.Net, 256)
-	defer inf.Close()
 	nte := len(days) - ntr
-	out, _, err := inf.Run(xs[ntr*Window:], nte)
+	out, _, err := ag.Net.Run(xs[ntr*Window:], nte)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +98,7 @@ func TrainMarket(d *Data, hidden, epochs int, seed uint64, logf func(string, ...
 			marketWindow(m, day, ax[i*Window:(i+1)*Window])
 		}
 	}
-	ag.Out, ag.Emb, err = inf.Run(ax, n)
+	ag.Out, ag.Emb, err = ag.Net.Run(ax, n)
 	if err != nil {
 		return nil, err
 	}

@@ -23,20 +23,15 @@ var MemberNames = [NumMembers]string{"credit transformer", "MLP", "market LSTM",
 
 // Config sizes the members and their training.
 type Config struct {
-	TFDim, TFHeads, TFFF, TFEpochs int
-	MLPHidden, MLPEpochs           int
-	LR                             float64
-	Seed                           uint64
-	// NN builds the transformer and MLP members from package nn
-	// (nn.TokenSetEncoder over the encoded columns, nn MLP, trained with
-	// nn.Trainer) instead of the Gorgonia attribute-token models of
-	// package agents.
-	NN bool
+	TFDim, TFHeads, TFLayers, TFEpochs int
+	MLPHidden, MLPEpochs               int
+	LR                                 float64
+	Seed                               uint64
 }
 
 // DefaultConfig is the full run's configuration; Quick a small one.
 func DefaultConfig() Config {
-	return Config{TFDim: 16, TFHeads: 2, TFFF: 32, TFEpochs: 12, MLPHidden: 16, MLPEpochs: 20, LR: 2e-3, Seed: 1}
+	return Config{TFDim: 16, TFHeads: 2, TFLayers: 1, TFEpochs: 12, MLPHidden: 16, MLPEpochs: 20, LR: 2e-3, Seed: 1}
 }
 
 // QuickConfig trains briefly.
@@ -46,37 +41,22 @@ func QuickConfig() Config {
 	return c
 }
 
-// Members are the credit members trained on one set of applicants.
+// Members are the credit members trained on one set of applicants: the
+// transformer (nn.TokenSetEncoder over the encoded columns) and the MLP,
+// both package agents' nn members, the calibrated rule score, and the
+// market agent trained once for all.
 type Members struct {
 	Enc          *finrisk.Encoder
-	TF           *agents.TokenTransformer
-	MLP          *agents.MLP
+	TF, MLP      *agents.Net
 	RuleA, RuleB float64 // calibration of the rule score: logit = A·score + B
 	Market       *MarketAgent
 	d            *Data
 	// TFLoss and MLPLoss are the final training losses.
 	TFLoss, MLPLoss float64
-	tfInf, mlpInf   *agents.Infer // built on first use
-	// NNTF and NNMLP replace TF and MLP when Config.NN is set.
-	NNTF, NNMLP *agents.NNNet
 }
 
 // ParamCounts returns the parameter counts of the transformer and the MLP.
-func (ms *Members) ParamCounts() (tf, mlp int) {
-	if ms.NNTF != nil {
-		return ms.NNTF.ParamCount(), ms.NNMLP.ParamCount()
-	}
-	return ms.TF.Params().Count(), ms.MLP.Params().Count()
-}
-
-// Close releases the inference machines.
-func (ms *Members) Close() {
-	if ms.tfInf != nil {
-		ms.tfInf.Close()
-		ms.mlpInf.Close()
-		ms.tfInf, ms.mlpInf = nil, nil
-	}
-}
+func (ms *Members) ParamCounts() (tf, mlp int) { return ms.TF.ParamCount(), ms.MLP.ParamCount() }
 
 // TrainMembers trains the credit members on the applicants idx.
 func TrainMembers(d *Data, mk *MarketAgent, idx []int, cfg Config, seed uint64) (*Members, error) {
@@ -87,31 +67,20 @@ func TrainMembers(d *Data, mk *MarketAgent, idx []int, cfg Config, seed uint64) 
 	for i, v := range y {
 		yf[i] = float32(v)
 	}
-	var err error
-	if cfg.NN {
-		ms.NNTF = agents.NewNNTransformer(enc.Width, cfg.TFDim, 1, cfg.TFHeads, seed, cfg.LR, 0.05)
-		ms.NNMLP = agents.NewNNMLP(enc.Width, cfg.MLPHidden, seed+1, 3e-3, 0.05)
-		x := enc.Matrix(rows)
-		rng := rand.New(rand.NewPCG(seed, 0x22))
-		for _, job := range []struct {
-			net    *agents.NNNet
-			epochs int
-			loss   *float64
-		}{{ms.NNTF, cfg.TFEpochs, &ms.TFLoss}, {ms.NNMLP, cfg.MLPEpochs, &ms.MLPLoss}} {
-			for ep := 0; ep < job.epochs; ep++ {
-				if *job.loss, err = job.net.Epoch(x, yf, 100, agents.BCE, rng); err != nil {
-					return nil, err
-				}
+	ms.TF = agents.NewTransformer(enc.Width, cfg.TFDim, cfg.TFLayers, cfg.TFHeads, seed, cfg.LR, 0.05)
+	ms.MLP = agents.NewMLP(enc.Width, cfg.MLPHidden, seed+1, 3e-3, 0.05)
+	x := enc.Matrix(rows)
+	rng := rand.New(rand.NewPCG(seed, 0x22))
+	for _, job := range []struct {
+		net    *agents.Net
+		epochs int
+		loss   *float64
+	}{{ms.TF, cfg.TFEpochs, &ms.TFLoss}, {ms.MLP, cfg.MLPEpochs, &ms.MLPLoss}} {
+		for ep := 0; ep < job.epochs; ep++ {
+			var err error
+			if *job.loss, err = job.net.Epoch(x, yf, 100, agents.BCE, rng); err != nil {
+				return nil, err
 			}
-		}
-	} else {
-		ms.TF = agents.NewTokenTransformer("tf", len(d.Credit.Attrs), enc.Width, cfg.TFDim, cfg.TFHeads, cfg.TFFF, seed)
-		ms.MLP = agents.NewMLP("mlp", enc.Width, cfg.MLPHidden, seed+1)
-		if ms.TFLoss, err = fit(ms.TF, enc.Tokens(rows), yf, cfg.TFEpochs, cfg.LR, 3e-3, seed); err != nil {
-			return nil, fmt.Errorf("transformer: %w", err)
-		}
-		if ms.MLPLoss, err = fit(ms.MLP, enc.Matrix(rows), yf, cfg.MLPEpochs, 3e-3, 1e-2, seed); err != nil {
-			return nil, fmt.Errorf("mlp: %w", err)
 		}
 	}
 	// Calibrate the rule score with a one-feature logistic regression.
@@ -125,21 +94,6 @@ func TrainMembers(d *Data, mk *MarketAgent, idx []int, cfg Config, seed uint64) 
 	}
 	ms.RuleA, ms.RuleB = lr.W[0], lr.B
 	return ms, nil
-}
-
-func fit(net agents.Net, x, y []float32, epochs int, lr, l2 float64, seed uint64) (float64, error) {
-	tr, err := agents.NewTrainer(net, agents.TrainConfig{Batch: 100, LR: lr, L2: l2, Loss: agents.BCE, Seed: seed})
-	if err != nil {
-		return 0, err
-	}
-	defer tr.Close()
-	var l float64
-	for ep := 0; ep < epochs; ep++ {
-		if l, err = tr.Epoch(x, y, len(y), 0); err != nil {
-			return 0, err
-		}
-	}
-	return l, nil
 }
 
 // Outputs are the members' outputs on a set of applicants: per member a
@@ -160,29 +114,16 @@ func (o *Outputs) EmbDims() []int { return o.EmbDim[:] }
 func (ms *Members) Outputs(rows [][]float64, idx []int) (*Outputs, error) {
 	n := len(rows)
 	o := &Outputs{N: n, Mask: make([]float32, n*NumMembers)}
+	x := ms.Enc.Matrix(rows)
 	var err error
-	if ms.NNTF != nil {
-		x := ms.Enc.Matrix(rows)
-		if o.Logit[Transformer], o.Emb[Transformer], err = ms.NNTF.Run(x, n); err != nil {
-			return nil, err
-		}
-		if o.Logit[MLP], o.Emb[MLP], err = ms.NNMLP.Run(x, n); err != nil {
-			return nil, err
-		}
-		o.EmbDim[Transformer], o.EmbDim[MLP] = ms.NNTF.EmbDim(), ms.NNMLP.EmbDim()
-	} else {
-		if ms.tfInf == nil {
-			ms.tfInf, ms.mlpInf = agents.NewInfer(ms.TF, 200), agents.NewInfer(ms.MLP, 200)
-		}
-		if o.Logit[Transformer], o.Emb[Transformer], err = ms.tfInf.Run(ms.Enc.Tokens(rows), n); err != nil {
-			return nil, err
-		}
-		if o.Logit[MLP], o.Emb[MLP], err = ms.mlpInf.Run(ms.Enc.Matrix(rows), n); err != nil {
-			return nil, err
-		}
-		o.EmbDim[Transformer], o.EmbDim[MLP] = ms.TF.EmbDim(), ms.MLP.EmbDim()
+	if o.Logit[Transformer], o.Emb[Transformer], err = ms.TF.Run(x, n); err != nil {
+		return nil, err
 	}
-	H := ms.Market.Net.Hidden
+	if o.Logit[MLP], o.Emb[MLP], err = ms.MLP.Run(x, n); err != nil {
+		return nil, err
+	}
+	o.EmbDim[Transformer], o.EmbDim[MLP] = ms.TF.EmbDim(), ms.MLP.EmbDim()
+	H := ms.Market.Net.EmbDim()
 	o.EmbDim[Market] = H
 	o.Logit[Market] = make([]float32, n) // no credit opinion
 	o.Emb[Market] = make([]float32, n*H)
@@ -246,7 +187,6 @@ func (o *Outputs) Permute(perm []int) *Outputs {
 // fused) and the results are averaged, so the fusion only ever sees
 // embeddings of the very networks it was trained with.
 type Cross struct {
-	// (Close releases the members' inference machines.)
 	Parts []*Members
 	// OOF are the out-of-fold outputs per row variant (Orig, SexFlipped,
 	// AgeFlipped, BothFlipped), in the order of the training indices.
@@ -292,13 +232,6 @@ func CrossFit(d *Data, mk *MarketAgent, idx []int, k int, cfg Config, seed uint6
 		cr.OOF[v] = all[v].Permute(inv)
 	}
 	return cr, nil
-}
-
-// Close releases the inference machines of every member set.
-func (cr *Cross) Close() {
-	for _, ms := range cr.Parts {
-		ms.Close()
-	}
 }
 
 // Outputs runs every member set on rows (of applicants idx).

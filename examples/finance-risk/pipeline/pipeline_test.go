@@ -3,6 +3,8 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"testing"
 
@@ -11,7 +13,7 @@ import (
 )
 
 // newTinyLSTM is a small market network (Hidden 4) for the tests.
-func newTinyLSTM() *agents.LSTM { return agents.NewLSTM("market", Window, 4, 1) }
+func newTinyLSTM() *agents.Net { return agents.NewLSTM(Window, 4, 1, 1e-2) }
 
 var data *Data
 
@@ -75,7 +77,7 @@ func TestCrossFitOrder(t *testing.T) {
 	}
 	idx := data.Folds[0][:60]
 	cfg := QuickConfig()
-	cfg.TFEpochs, cfg.MLPEpochs, cfg.TFDim, cfg.TFFF = 1, 1, 8, 8
+	cfg.TFEpochs, cfg.MLPEpochs, cfg.TFDim = 1, 1, 8
 	mk := &MarketAgent{Net: nil}
 	mk.Out = make([]float32, len(data.Day))
 	mk.Emb = make([]float32, len(data.Day)*4)
@@ -84,7 +86,6 @@ func TestCrossFitOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cr.Close()
 	o := cr.OOF[Orig]
 	nf := o.EmbDim[Rules]
 	for i, j := range idx {
@@ -102,13 +103,42 @@ func TestCrossFitOrder(t *testing.T) {
 	if err != nil || len(outs) != 2 {
 		t.Fatal(err, len(outs))
 	}
-	fu, err := TrainFusion(o, data.Labels(idx), FusionConfig{Dim: 8, Heads: 2, Epochs: 3, Batch: 32, LR: 1e-2, L2: 1e-3, Seed: 1, VoteOnly: true})
+	fu, err := TrainFusion(o, data.Labels(idx), FusionConfig{Dim: 8, Heads: 2, Epochs: 3, Batch: 32, LR: 1e-2, WeightDecay: 1e-2, Seed: 1, VoteOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fu.Close()
 	z, w, err := fu.PredictAll(outs)
 	if err != nil || len(z) != 5 || len(w) != 5*NumMembers {
 		t.Fatal(err)
+	}
+	// The fusion reads each example's packed row on its own: a permutation
+	// of the examples permutes the outputs (and fixes the packing order).
+	z0, w0, err := fu.Predict(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perm := rand.New(rand.NewPCG(2, 2)).Perm(o.N)
+	zp, wp, err := fu.Predict(o.Permute(perm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	M := NumMembers
+	for i, j := range perm {
+		if math.Abs(float64(zp[i]-z0[j])) > 1e-5 {
+			t.Fatalf("permuted example %d: logit %g, unpermuted %g", i, zp[i], z0[j])
+		}
+		var sum float64
+		for m := 0; m < M; m++ {
+			sum += float64(wp[i*M+m])
+			if math.Abs(float64(wp[i*M+m]-w0[j*M+m])) > 1e-5 {
+				t.Fatalf("permuted example %d member %d: weight %g, unpermuted %g", i, m, wp[i*M+m], w0[j*M+m])
+			}
+		}
+		if math.Abs(sum-1) > 1e-5 || (o.Mask[j*M+Market] == 0 && w0[j*M+Market] != 0) {
+			t.Fatalf("example %d: weights %v for mask %v", j, w0[j*M:(j+1)*M], o.Mask[j*M:(j+1)*M])
+		}
+	}
+	if fu.ParamCount() != fu.Store.NumParams() || fu.Store.Param("fusion.q.w") == nil {
+		t.Errorf("fusion parameters %v", fu.Store.Names())
 	}
 }

@@ -96,7 +96,6 @@ func run(quick bool, seed uint64, out string) error {
 			if err != nil {
 				return err
 			}
-			fu.Close()
 			zo, zt = append(zo, f64(a)), append(zt, f64(t))
 		}
 		mean := func(get func(m int) []float32, n int) []float64 {
@@ -133,7 +132,6 @@ func run(quick bool, seed uint64, out string) error {
 			cost[k] = append(cost[k], plattCost(zo[k], ytr, zt[k], yte, test, d))
 			line += fmt.Sprintf(" %s AUC %.4f cost %.4f;", methods[k], auc[k][f], cost[k][f])
 		}
-		cr.Close()
 		fmt.Println(line)
 	}
 	var t strings.Builder
