@@ -4,8 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
-
-	"github.com/troupe-ml/troupe/eval"
 )
 
 // StratifiedFolds splits indices 0..len(y)-1 into k folds with the class
@@ -159,16 +157,4 @@ func Calibration(p []float64, label []int, nbins int) (meanP, freq []float64, co
 		}
 	}
 	return meanP, freq, count
-}
-
-// MeanSD returns the mean and the sample standard deviation (divisor n−1;
-// 0 for fewer than two values) of per-fold or per-seed figures; no values
-// give 0 and 0.
-//
-// Deprecated: use eval.MeanSD, which this calls (it gives NaN for no values).
-func MeanSD(xs []float64) (mean, sd float64) {
-	if len(xs) == 0 {
-		return 0, 0
-	}
-	return eval.MeanSD(xs)
 }

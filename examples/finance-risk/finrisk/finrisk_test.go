@@ -472,9 +472,3 @@ func ExampleStratifiedFolds() {
 	// 5 applicants, 1 bad
 	// 5 applicants, 2 bad
 }
-
-func ExampleMeanSD() {
-	m, sd := MeanSD([]float64{0.70, 0.74, 0.78}) // AUC of three folds
-	fmt.Printf("%.2f ± %.2f\n", m, sd)
-	// Output: 0.74 ± 0.04
-}

@@ -11,6 +11,7 @@ import (
 
 	"examples/finance-risk/finrisk"
 	"examples/finance-risk/pipeline"
+	"github.com/troupe-ml/troupe/eval"
 	"github.com/troupe-ml/troupe/rl/metrics"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -56,7 +57,11 @@ func run(quick bool, seed uint64, out string) error {
 	if err != nil {
 		return err
 	}
-	cell(&b, "Data", fmt.Sprintf("%s; %d-fold stratified CV (seed %d), members cross-fitted %d ways inside each training fold.", d, folds, seed, crossK))
+	cmd := fmt.Sprintf("go run ./examples/notebooks/ensemble-fusion -seed %d", seed)
+	if quick {
+		cmd += " -quick"
+	}
+	cell(&b, "Data", fmt.Sprintf("%s; %d-fold stratified CV (seed %d), members cross-fitted %d ways inside each training fold. Command: `%s`.", d, folds, seed, crossK, cmd))
 	mk, err := pipeline.TrainMarket(d, 16, lstm, seed, nil)
 	if err != nil {
 		return err
@@ -134,13 +139,33 @@ func run(quick bool, seed uint64, out string) error {
 		}
 		fmt.Println(line)
 	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	table, best, err := results(out, auc, cost)
+	if err != nil {
+		return err
+	}
+	cell(&b, "Results", table)
+	cell(&b, "Reading", fmt.Sprintf("Highest mean AUC: %s. Differences below about one fold standard deviation are not meaningful with 1,000 applicants. Run time %.1f s.", methods[best], time.Since(start).Seconds()))
+	p := filepath.Join(out, "report.md")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("report written to", p)
+	return nil
+}
+
+// results writes the per-fold plots auc.png and cost.png into out and
+// returns the Results cell (a table of mean ± sd per method and the AUC of
+// every fold, then the two plots) and the method with the highest mean AUC.
+func results(out string, auc, cost [][]float64) (md string, best int, err error) {
 	var t strings.Builder
 	t.WriteString("| fusion | AUC (mean ± sd) | cost / applicant (mean ± sd) | AUC per fold |\n|---|---|---|---|\n")
-	best := 0
 	for k := range methods {
-		ma, sa := finrisk.MeanSD(auc[k])
-		mc, sc := finrisk.MeanSD(cost[k])
-		if ma > mean1(auc[best]) {
+		ma, sa := eval.MeanSD(auc[k])
+		mc, sc := eval.MeanSD(cost[k])
+		if ma > eval.Mean(auc[best]) {
 			best = k
 		}
 		var pf []string
@@ -149,24 +174,14 @@ func run(quick bool, seed uint64, out string) error {
 		}
 		fmt.Fprintf(&t, "| %s | %.4f ± %.4f | %.4f ± %.4f | %s |\n", methods[k], ma, sa, mc, sc, strings.Join(pf, ", "))
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
 	if err := foldPlot(filepath.Join(out, "auc.png"), "AUC per test fold (higher is better)", "AUC", auc); err != nil {
-		return err
+		return "", 0, err
 	}
 	if err := foldPlot(filepath.Join(out, "cost.png"), "cost per applicant per test fold (lower is better)", "cost / applicant", cost); err != nil {
-		return err
+		return "", 0, err
 	}
 	t.WriteString("\n![AUC per fold](auc.png)\n\n![cost per fold](cost.png)\n")
-	cell(&b, "Results", t.String())
-	cell(&b, "Reading", fmt.Sprintf("Highest mean AUC: %s. Differences below about one fold standard deviation are not meaningful with 1,000 applicants. Run time %.1f s.", methods[best], time.Since(start).Seconds()))
-	p := filepath.Join(out, "report.md")
-	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
-		return err
-	}
-	fmt.Println("report written to", p)
-	return nil
+	return t.String(), best, nil
 }
 
 // plattCost fits p = sigmoid(a z + b) on the out-of-fold logits and scores
@@ -195,8 +210,19 @@ func plattCost(zo []float64, yo []int, zt []float64, yt []int, test []int, d *pi
 
 // foldPlot draws a metric on every test fold, a line with points per
 // method, so that a method ahead on average can be seen to be ahead, or
-// not, fold by fold. NaN values (a Platt fit that failed) are left out.
+// not, fold by fold, into a 16×10 cm PNG with the legend beside the axes
+// (metrics.SavePNG). NaN values (a Platt fit that failed) are left out.
 func foldPlot(path, title, ylabel string, vals [][]float64) error {
+	p, err := newFoldPlot(title, ylabel, vals)
+	if err != nil {
+		return err
+	}
+	return metrics.SavePNG(p, path, 16*vg.Centimeter, 10*vg.Centimeter)
+}
+
+// newFoldPlot builds foldPlot's plot: rl/metrics' style, a colour per
+// method (metrics.StyleLine), the y axis labelled ylabel.
+func newFoldPlot(title, ylabel string, vals [][]float64) (*plot.Plot, error) {
 	p := plot.New()
 	metrics.Style(p)
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, "test fold", ylabel
@@ -218,14 +244,14 @@ func foldPlot(path, title, ylabel string, vals [][]float64) error {
 		}
 		l, pts, err := plotter.NewLinePoints(xy)
 		if err != nil {
-			return fmt.Errorf("plot %s: %w", name, err)
+			return nil, fmt.Errorf("plot %s: %w", name, err)
 		}
 		metrics.StyleLine(&l.LineStyle, k)
 		pts.Color, pts.Shape, pts.Radius = l.Color, draw.CircleGlyph{}, vg.Points(3)
 		p.Add(l, pts)
 		p.Legend.Add(name, l, pts)
 	}
-	return metrics.SavePNG(p, path, 16*vg.Centimeter, 10*vg.Centimeter)
+	return p, nil
 }
 
 func f64(z []float32) []float64 {
@@ -235,5 +261,3 @@ func f64(z []float32) []float64 {
 	}
 	return out
 }
-
-func mean1(x []float64) float64 { m, _ := finrisk.MeanSD(x); return m }
