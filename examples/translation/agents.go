@@ -49,30 +49,25 @@ func msgsTranslate(en string) []tokenizer.Message {
 }
 
 // glossaryHinter writes agent 2's glossary hint: the glossary entries of
-// the terms in the English (at most three, longest first, hintTerms), as a
-// terminology checker would look them up, each with a string-matching
-// checker's verdict on the rough translation:
+// the English's terms (at most three, longest first: hintTerms), each with
+// a string-matching checker's verdict on the rough translation:
 //
 //	Glossary: "degrees of freedom"=自由度 (missing); "matrix"=矩阵 (found)
 //
-// With the entries in its prompt agent 2 checks each rendering against the
-// rough translation and copies the correction with its pointer head
-// instead of recalling hundreds of renderings. The verdicts start it from
-// checkerErrors; it has to learn where the checker is wrong (an entry the
-// translators did not use), which is what its reward pays for beyond the
-// checker.
+// With the entries in its prompt agent 2 copies a correction with its
+// pointer head instead of recalling hundreds of renderings, and starts from
+// the checker's verdicts (checkerErrors): its reward pays for finding where
+// the checker is wrong (an entry the translators did not use).
 //
 // The English is quoted so that it follows a quote as in agent 2's answer
 // ("original_word":"degrees of freedom"). Unquoted it would follow a
-// space, and the GPT-2-style pre-tokenizer keeps a word's leading space in
-// its chunk: " already" and "already" are different tokens, and the pointer
-// head could not copy the term's first token into the answer.
+// space, which the GPT-2-style pre-tokenizer keeps in the word's chunk, and
+// the pointer head could not copy the term's first token into the answer.
 type glossaryHinter struct {
 	G *corpus.Glossary
 }
 
-// msgs is agent 2's prompt: the English, the hint (the glossary entries of
-// its terms) and the rough translation.
+// msgs is agent 2's prompt: the English, the hint and the rough translation.
 func (h glossaryHinter) msgs(en, rough string) []tokenizer.Message {
 	return []tokenizer.Message{{Role: "system", Content: sysDetect}, {Role: "user", Content: en + "\n" + h.hint(en, rough) + "\n" + rough}}
 }
@@ -84,33 +79,38 @@ func (h glossaryHinter) hint(en, rough string) string {
 	}
 	parts := make([]string, 0, 3)
 	for _, t := range terms {
-		p := `"` + t.En + `"=` + t.Zh
+		verdict := " (missing)"
 		if strings.Contains(rough, t.Zh) {
-			p += " (found)"
-		} else {
-			p += " (missing)"
+			verdict = " (found)"
 		}
-		parts = append(parts, p)
+		parts = append(parts, `"`+t.En+`"=`+t.Zh+verdict)
 	}
 	return "Glossary: " + strings.Join(parts, "; ")
 }
 
-// hintTerms are the glossary entries glossaryHint shows agent 2.
+// hintTerms are the glossary entries the hint shows agent 2.
 func hintTerms(g *corpus.Glossary, en string) []corpus.Term {
 	terms := g.TermsIn(en)
 	return terms[:min(3, len(terms))]
 }
 
-// checkerErrors is a string-matching glossary checker: every entry of agent
-// 2's glossary hint whose rendering the rough translation lacks is reported
-// as an error. It cannot know which entries the reference translation uses,
-// which is what agent 2 has to learn beyond it; evaluate reports it as the
-// baseline.
+// checkerErrors is a string-matching glossary checker, evaluate's baseline
+// for agent 2: every entry of the hint whose rendering the rough
+// translation lacks is an error. It cannot know which entries the
+// reference uses, which agent 2 has to learn.
 func checkerErrors(g *corpus.Glossary, en, rough string) []grader.TermError {
+	return missingTerms(hintTerms(g, en), rough)
+}
+
+// truthErrors lists the true terminology errors of a rough translation: the
+// task's terms whose rendering is missing from it.
+func truthErrors(t task, rough string) []grader.TermError { return missingTerms(t.Terms, rough) }
+
+func missingTerms(terms []corpus.Term, rough string) []grader.TermError {
 	var out []grader.TermError
-	for _, t := range hintTerms(g, en) {
-		if !strings.Contains(rough, t.Zh) {
-			out = append(out, termError(t, ""))
+	for _, term := range terms {
+		if !strings.Contains(rough, term.Zh) {
+			out = append(out, termError(term, ""))
 		}
 	}
 	return out
@@ -125,15 +125,13 @@ func msgsFinal(en, rough, detection string) []tokenizer.Message {
 // maxCorrections bounds (in runes) the corrections in agent 3's prompt.
 const maxCorrections = 120
 
-// correctionsText is how agent 3's prompt carries agent 2's answer. A valid
-// JSON list (grader.ParseDetections) is written compactly, one item per
-// correction separated by "; ": "object=对象" (the glossary hint's form)
-// when agent 2 names no wrong span, "object: 属性→对象" when it does; "[]"
-// stays "[]". Anything else is passed on verbatim. Both are clipped to
-// maxCorrections runes. The JSON itself is about 90 runes an item: with it
-// agent 3's prompt often left too little of the 128-token context for the
-// final translation, whose closing tag was then cut off (and the output
-// scored 0); a clipped list was no longer JSON either.
+// correctionsText is how agent 3's prompt carries agent 2's answer: a valid
+// JSON list (grader.ParseDetections) compactly, items separated by "; ",
+// "object=对象" (the hint's form) without a wrong span and "object: 属性→对象"
+// with one ("[]" stays "[]"); anything else verbatim; both clipped to
+// maxCorrections runes. The JSON itself takes about 90 runes an item and
+// leaves too little of the 128-token context for the final translation,
+// whose closing tag is then cut off (and the output scores 0).
 func correctionsText(detection string) string {
 	errs, err := grader.ParseDetections(detection)
 	if err != nil {
@@ -144,10 +142,9 @@ func correctionsText(detection string) string {
 	}
 	parts := make([]string, len(errs))
 	for i, e := range errs {
+		parts[i] = e.OriginalWord + "=" + e.CorrectTranslation
 		if e.WrongTranslation != "" {
 			parts[i] = e.OriginalWord + ": " + e.WrongTranslation + "→" + e.CorrectTranslation
-		} else {
-			parts[i] = e.OriginalWord + "=" + e.CorrectTranslation
 		}
 	}
 	return clip(strings.Join(parts, "; "), maxCorrections)
@@ -155,17 +152,14 @@ func correctionsText(detection string) string {
 
 // clientCorrections is what the client passes on to agent 3 of agent 2's
 // answer, as a workflow validates a tool's structured output before acting
-// on it: an answer that is not a valid JSON list of errors
-// (grader.ParseDetections) becomes "[]", and of a valid list it keeps only
-// the items that ask for something: the original word occurs in the
-// English sentence (case-insensitively), and the correct rendering is not
-// empty and not already in the rough translation. Agent 2 is still graded on
-// its answer as written; this only decides what agent 3 is asked to do.
-//
-// Passed on verbatim, agent 2's invalid answers made agent 3 lose its
-// closing tag (and score 0); the two rules together move the workflow's
-// chrF from below agent 1 alone's to above it (measured on the validation
-// split at the warm start).
+// on it: an answer that is not a valid JSON list becomes "[]", and of a
+// valid list only the items that ask for something are kept: the original
+// word occurs in the English (case-insensitively), and the correct
+// rendering is not empty and not already in the rough translation. Agent 2
+// is still graded on its answer as written. Invalid answers passed on
+// verbatim make agent 3 lose its closing tag; with both rules the
+// workflow's chrF at the warm start is above agent 1 alone's on the
+// validation split.
 func clientCorrections(en, rough, detection string) string {
 	return errorsJSON(validCorrections(en, rough, detection))
 }
@@ -180,31 +174,15 @@ func validCorrections(en, rough, detection string) []grader.TermError {
 	lowerEn := strings.ToLower(en)
 	var keep []grader.TermError
 	for _, e := range errs {
-		w := strings.TrimSpace(e.OriginalWord)
-		if w == "" || !strings.Contains(lowerEn, strings.ToLower(w)) {
-			continue
+		w := strings.ToLower(strings.TrimSpace(e.OriginalWord))
+		if w != "" && strings.Contains(lowerEn, w) && e.CorrectTranslation != "" && !strings.Contains(rough, e.CorrectTranslation) {
+			keep = append(keep, e)
 		}
-		if e.CorrectTranslation == "" || strings.Contains(rough, e.CorrectTranslation) {
-			continue
-		}
-		keep = append(keep, e)
 	}
 	return keep
 }
 
 func finalAnswer(zh string) string { return "<final_result>" + zh + "</final_result>" }
-
-// truthErrors lists the true terminology errors of a rough translation: the
-// task's terms whose Chinese rendering is missing from it.
-func truthErrors(t task, rough string) []grader.TermError {
-	var out []grader.TermError
-	for _, term := range t.Terms {
-		if !strings.Contains(rough, term.Zh) {
-			out = append(out, termError(term, ""))
-		}
-	}
-	return out
-}
 
 // termError is the terminology error of term rendered as wrong ("": the
 // rendering is missing).

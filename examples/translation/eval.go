@@ -24,25 +24,14 @@ type metrics struct {
 	JSONValid         float64 // fraction of detector outputs that are valid JSON
 	Detection         float64 // ProperNounDetectionGrader, normalised (larger model's reward)
 	FinalTagRate      float64 // fraction of agent-3 outputs with <final_result>
-	// Agent3ChrF and Agent3TermAcc are the workflow's figures with agent
-	// 3's final translation as written, before the client's guard
-	// (guardFinal); the row's own figures are the guarded ones.
+	// Agent 3's answers as written, before the client's guard (guardFinal).
 	Agent3ChrF, Agent3TermAcc float64
-	// CheckerP, CheckerR and CheckerDetection are the precision, recall
-	// and detection reward of a string-matching glossary checker in agent
-	// 2's place (checkerErrors): the baseline a learned detector has to
-	// beat.
+	// A string-matching glossary checker in agent 2's place (checkerErrors).
 	CheckerP, CheckerR, CheckerDetection float64
 	placeholderSentence                  int
-	// sent holds each sentence's figures, in task order, for the report's
-	// paired bootstrap intervals.
-	sent []sentScore
-	// seen is what agent 2 was given of each rough translation (workflow
-	// rows only), kept so that a later detector can be scored on the same
-	// inputs (detectOn).
-	seen []string
-	// Examples are the first few sentences through the workflow.
-	Examples [][5]string // source, reference, rough, detection, final output
+	sent                                 []sentScore // per sentence, in task order (bootstrap intervals)
+	seen                                 []string    // what agent 2 was given (workflow rows; detectOn)
+	Examples                             [][5]string // source, reference, rough, detection, final output
 }
 
 // sentScore is one sentence's figures in an evaluation.
@@ -53,9 +42,8 @@ type sentScore struct {
 	Agent3ChrF float64 // chrF of agent 3's answer as written (workflow rows only)
 }
 
-// evalPrompt is the token prompt of msgs that the evaluation decodes from:
-// the chat template with the assistant turn open, cut to its end when it
-// leaves the model fewer than two positions.
+// evalPrompt is the chat prompt of msgs with the assistant turn open, cut
+// to its end when it leaves the model fewer than two positions.
 func evalPrompt(lm *nn.LM, tok *tokenizer.Tokenizer, msgs []tokenizer.Message) ([]int, error) {
 	p, err := tok.ApplyChat(msgs, true)
 	if err != nil {
@@ -67,11 +55,9 @@ func evalPrompt(lm *nn.LM, tok *tokenizer.Tokenizer, msgs []tokenizer.Message) (
 	return p, nil
 }
 
-// generate runs greedy generation for a batch of chat prompts, in chunks
-// of prompts of similar length (a chunk runs as long as its longest
-// generation). Each prompt has min(maxTok, MaxLen − its length) tokens,
-// nn.LM.Generate stopping every sequence at MaxLen on its own, as the swarm
-// server does for an RL rollout.
+// generate decodes a batch of chat prompts greedily, in chunks of similar
+// length (a chunk runs as long as its longest generation). Each prompt has
+// min(maxTok, MaxLen − its length) tokens, as in an RL rollout.
 func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 	end := tok.MustSpecialID(tokenizer.End)
 	out := make([]string, len(msgs))
@@ -96,9 +82,8 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 			return nil, fmt.Errorf("generate: %w", err)
 		}
 		for j, g := range gens {
-			// Byte-level tokens can end inside a character. The swarm
-			// endpoint's JSON carries such bytes as U+FFFD, and so must
-			// the texts here, which are also cached as JSON.
+			// A byte-level token can end inside a character: U+FFFD, as
+			// in the swarm endpoint's JSON (and the cache's).
 			out[idx[j]] = strings.ToValidUTF8(tok.DecodeSkipSpecial(g.Tokens), "\uFFFD")
 		}
 	}
@@ -115,10 +100,12 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 	if err != nil {
 		return
 	}
-	seen := make([]string, len(rough)) // what agents 2 and 3 see of each rough translation
+	seen := make([]string, len(rough))    // what agents 2 and 3 see of each rough translation
+	checker := make([]string, len(rough)) // the string-matching checker's answers in agent 2's place
 	for i, t := range tasks {
 		seen[i] = clip(rough[i], e.maxRough)
 		m2 = append(m2, e.hint.msgs(t.En, seen[i]))
+		checker[i] = errorsJSON(checkerErrors(e.qg.Glossary, t.En, seen[i]))
 	}
 	det, err := large(m2, e.maxDetTok)
 	if err != nil {
@@ -131,8 +118,8 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 	if err != nil {
 		return
 	}
+	ds, cs := gradeDetections(tasks, seen, det), gradeDetections(tasks, seen, checker)
 	var asWritten metrics
-	var dc, cc detCounts
 	for i, t := range tasks {
 		if i < 6 {
 			flow.Examples = append(flow.Examples, [5]string{t.En, t.Ref, rough[i], det[i], fin[i]})
@@ -146,22 +133,11 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 		// the client's guard accepts it, else agent 1's rough one.
 		e.scoreText(&flow, t, guardFinal(rough[i], seen[i], final, ok, validCorrections(t.En, seen[i], det[i])))
 		flow.sent[i].Agent3ChrF = e.scoreText(&asWritten, t, final)
-		// The quality grader on agent 3's output as written (a missing
-		// <final_result> scores 0), where scoreText graded the bare text.
+		// Agent 3's reward is its output as written (no tag scores 0).
 		q := e.qg.Grade(t.En, t.Ref, fin[i]).Normalised
 		flow.Quality += q - flow.sent[i].Quality
 		flow.sent[i].Quality = q
-		// Graded against the errors of the text agent 2 was given, as in
-		// the RL rollouts.
-		truth := truthErrors(t, seen[i])
-		d := grader.ProperNounDetectionGrader{}.Grade(det[i], truth)
-		flow.sent[i].Detection = d.Normalised
-		flow.Detection += d.Normalised
-		flow.JSONValid += d.Parts["json_valid"]
-		dc.add(d)
-		cd := grader.ProperNounDetectionGrader{}.Grade(errorsJSON(checkerErrors(e.qg.Glossary, t.En, seen[i])), truth)
-		flow.CheckerDetection += cd.Normalised
-		cc.add(cd)
+		flow.sent[i].Detection = ds.sent[i]
 	}
 	n := float64(len(tasks))
 	for _, m := range []*metrics{&alone, &flow, &asWritten} {
@@ -173,30 +149,25 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 		}
 		m.RuleViolations /= n
 		m.Quality /= n
-		m.Detection /= n
-		m.JSONValid /= n
 		m.FinalTagRate /= n
 	}
 	flow.seen = seen
 	flow.Agent3ChrF, flow.Agent3TermAcc = asWritten.ChrF, asWritten.TermAcc
-	flow.CheckerDetection /= n
-	flow.CheckerP, flow.CheckerR = cc.precRecall()
-	flow.DetP, flow.DetR = dc.precRecall()
+	flow.Detection, flow.JSONValid, flow.DetP, flow.DetR = ds.Detection, ds.JSONValid, ds.P, ds.R
+	flow.CheckerDetection, flow.CheckerP, flow.CheckerR = cs.Detection, cs.P, cs.R
 	if flow.DetP+flow.DetR > 0 {
 		flow.DetF1 = 2 * flow.DetP * flow.DetR / (flow.DetP + flow.DetR)
 	}
 	return
 }
 
-// detectOn scores the larger model as agent 2 on given inputs: seen[i] is
-// the rough translation of tasks[i] it is shown (another evaluation's
-// metrics.seen). After RL, detectOn(large, test, flowBefore.seen) measures
-// the detector alone, on the warm-start row's inputs, so that a change of
-// agent 1's rough translations (the small model's RL moves them) does not
-// enter.
-func (e *env) detectOn(large decoder, tasks []task, seen []string) (det detScore, err error) {
+// detectOn scores the larger model as agent 2 on the rough translations
+// seen of another evaluation (metrics.seen): after RL, on the warm-start
+// row's, it measures the detector alone, without the change of agent 1's
+// translations that the small model's RL brings.
+func (e *env) detectOn(large decoder, tasks []task, seen []string) (detScore, error) {
 	if len(seen) != len(tasks) {
-		return det, fmt.Errorf("translation: detectOn: %d inputs for %d tasks", len(seen), len(tasks))
+		return detScore{}, fmt.Errorf("translation: detectOn: %d inputs for %d tasks", len(seen), len(tasks))
 	}
 	msgs := make([][]tokenizer.Message, len(tasks))
 	for i, t := range tasks {
@@ -204,44 +175,38 @@ func (e *env) detectOn(large decoder, tasks []task, seen []string) (det detScore
 	}
 	out, err := large(msgs, e.maxDetTok)
 	if err != nil {
-		return det, err
+		return detScore{}, err
 	}
-	var dc detCounts
+	return gradeDetections(tasks, seen, out), nil
+}
+
+// detScore is a detector's mean reward, valid-JSON rate, precision and
+// recall over all items, and its reward on each sentence.
+type detScore struct {
+	Detection, JSONValid, P, R float64
+	sent                       []float64
+}
+
+// gradeDetections grades agent 2's answers out against the errors of the
+// rough translations seen it was given, as in the RL rollouts.
+func gradeDetections(tasks []task, seen, out []string) (det detScore) {
+	var tp, fp, fn float64
 	for i, t := range tasks {
 		d := grader.ProperNounDetectionGrader{}.Grade(out[i], truthErrors(t, seen[i]))
 		det.Detection += d.Normalised
+		det.JSONValid += d.Parts["json_valid"]
 		det.sent = append(det.sent, d.Normalised)
-		dc.add(d)
+		tp, fp, fn = tp+d.Parts["tp"], fp+d.Parts["fp"], fn+d.Parts["fn"]
 	}
 	det.Detection /= float64(len(tasks))
-	det.P, det.R = dc.precRecall()
-	return det, nil
-}
-
-// detScore is the detector's reward, precision and recall on one input set,
-// and its reward on each sentence.
-type detScore struct {
-	Detection, P, R float64
-	sent            []float64
-}
-
-// detCounts are a detector's true positive, false positive and false
-// negative items over sentences.
-type detCounts struct{ tp, fp, fn float64 }
-
-func (c *detCounts) add(d grader.Result) {
-	c.tp, c.fp, c.fn = c.tp+d.Parts["tp"], c.fp+d.Parts["fp"], c.fn+d.Parts["fn"]
-}
-
-// precRecall is precision and recall (0 where a denominator is 0).
-func (c detCounts) precRecall() (p, r float64) {
-	if c.tp+c.fp > 0 {
-		p = c.tp / (c.tp + c.fp)
+	det.JSONValid /= float64(len(tasks))
+	if tp+fp > 0 {
+		det.P = tp / (tp + fp)
 	}
-	if c.tp+c.fn > 0 {
-		r = c.tp / (c.tp + c.fn)
+	if tp+fn > 0 {
+		det.R = tp / (tp + fn)
 	}
-	return p, r
+	return det
 }
 
 func termCount(tasks []task) int {
@@ -279,21 +244,16 @@ func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 	return chrf
 }
 
-// guardFinal is the client's check of agent 3's answer, as clientCorrections
-// is of agent 2's. Agent 3 was given seen (agent 1's rough translation
-// rough, clipped) and the corrections corr; final is its answer (tagged: it
-// came inside <final_result>). The answer is kept only where agent 3 was
-// given corrections, it contains every correction's rendering, and its edit
-// is confined to them: its edit distance to seen, in runes, is at most
-// twice the runes of the corrections' renderings and wrong spans (replacing
-// a wrong span costs at most their sum, moving a rendering elsewhere twice
-// its length; the factor 2 was chosen on the validation split against 1 and
-// against no bound). Otherwise the workflow delivers rough: there was
-// nothing to edit, or the edit is not the one asked for. This is the "do no
-// harm" concern of conservative automatic post-editing (Junczys-Dowmunt and
-// Grundkiewicz 2016; Chatterjee et al. 2018), where a post-editor's rewrite
-// of correct text is a loss. The guard never reads the reference, and agent
-// 3's own reward stays its output as written.
+// guardFinal is the client's check of agent 3's answer final (tagged: inside
+// <final_result>), given seen (rough, clipped) and the corrections corr. It
+// keeps the answer only where there were corrections, it has every
+// correction's rendering, and its edit distance to seen (in runes) is at
+// most twice the runes of the renderings and wrong spans: replacing a span
+// costs at most their sum, moving a rendering twice its length (factor 2
+// chosen on the validation split against 1 and no bound). Otherwise the
+// workflow delivers rough: the "do no harm" of conservative automatic
+// post-editing (Junczys-Dowmunt and Grundkiewicz 2016; Chatterjee et al.
+// 2018). It never reads the reference.
 func guardFinal(rough, seen, final string, tagged bool, corr []grader.TermError) string {
 	if !tagged || len(corr) == 0 {
 		return rough

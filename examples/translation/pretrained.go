@@ -54,47 +54,43 @@ func hfDecoder(base *hf.Model, tok *hf.Tokenizer, ad *hf.LoRA) decoder {
 // pretrainedStarts replaces the warm starts with pretrained checkpoints:
 // the small model's directory for agents 1 and 3, the larger one's for
 // agent 2, each served with a LoRA adapter that GRPO trains (the base
-// stays frozen; AdamW at swarm.NewHFModel's default rate). When both name one directory, its base is loaded once
-// and the two agents' adapters share it. The RL task mix has no
-// error-prone pool (that comes from the warm start's rough translations).
-func (o *options) pretrainedStarts(train []task) (*warmed, func(), error) {
+// stays frozen; AdamW at swarm.NewHFModel's default rate). When both name
+// one directory, its base is loaded once and the two adapters share it. The
+// RL task mix has no error-prone pool (that comes from the warm start's
+// rough translations).
+func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), err error) {
 	type loaded struct {
 		base *hf.Model
 		tok  *hf.Tokenizer
 	}
-	bases := map[string]loaded{}
-	closeAll := func() {
+	bases := map[string]*loaded{}
+	closeAll = func() {
 		for _, l := range bases {
 			l.base.Close()
 		}
 	}
-	w := &warmed{train: train}
-	for i, dir := range []string{o.SmallModelDir, o.LargeModelDir} {
-		key := filepath.Clean(dir)
-		l, ok := bases[key]
-		if !ok {
-			base, err := hf.Load(dir)
-			if err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			tok, err := hf.LoadTokenizer(dir)
-			if err != nil {
-				base.Close()
-				closeAll()
-				return nil, nil, err
-			}
-			l = loaded{base, tok}
-			bases[key] = l
+	defer func() {
+		if err != nil {
+			closeAll()
 		}
-		name := "small"
-		if i == 1 {
-			name = "large"
+	}()
+	w = &warmed{train: train}
+	for i, dir := range []string{o.SmallModelDir, o.LargeModelDir} {
+		name := [2]string{"small", "large"}[i]
+		l := bases[filepath.Clean(dir)]
+		if l == nil {
+			l = &loaded{}
+			if l.base, err = hf.Load(dir); err != nil {
+				return nil, nil, err
+			}
+			bases[filepath.Clean(dir)] = l
+			if l.tok, err = hf.LoadTokenizer(dir); err != nil {
+				return nil, nil, err
+			}
 		}
 		m, pol, err := swarm.NewHFModel(swarm.HFModelConfig{Name: name, Base: l.base, Tokenizer: l.tok,
 			LoRAConfig: hf.LoRAConfig{Rank: 16, Alpha: 32, Seed: o.Seed + uint64(i)}, Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})})
 		if err != nil {
-			closeAll()
 			return nil, nil, fmt.Errorf("%s model %s: %w", name, dir, err)
 		}
 		w.models[i] = m

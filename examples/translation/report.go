@@ -7,9 +7,7 @@ import (
 	"strings"
 
 	"github.com/troupe-ml/troupe/eval"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
+	rlmetrics "github.com/troupe-ml/troupe/rl/metrics"
 )
 
 type stepRow struct {
@@ -38,29 +36,15 @@ type report struct {
 	sentences []string
 }
 
+// plot draws each model's mean GRPO reward per step.
 func (r *report) plot(path string) error {
-	p := plot.New()
-	p.Title.Text = "GRPO training reward per step (each model's own grader)"
-	p.X.Label.Text = "step"
-	p.Y.Label.Text = "mean normalised reward"
-	var s, l plotter.XYs
+	s := rlmetrics.Series{Name: "small model (translation quality)"}
+	l := rlmetrics.Series{Name: "larger model (term detection)"}
 	for _, row := range r.steps {
-		s = append(s, plotter.XY{X: float64(row.Step), Y: row.RewardSmall})
-		l = append(l, plotter.XY{X: float64(row.Step), Y: row.RewardLarge})
+		s.X, s.Y = append(s.X, float64(row.Step)), append(s.Y, row.RewardSmall)
+		l.X, l.Y = append(l.X, float64(row.Step)), append(l.Y, row.RewardLarge)
 	}
-	ls, err := plotter.NewLine(s)
-	if err != nil {
-		return err
-	}
-	ll, err := plotter.NewLine(l)
-	if err != nil {
-		return err
-	}
-	ll.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-	p.Add(ls, ll)
-	p.Legend.Add("small model (translation quality)", ls)
-	p.Legend.Add("larger model (term detection)", ll)
-	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+	return rlmetrics.PlotPNG(path, "GRPO training reward per step (each model's own grader)", "step", "mean normalised reward", s, l)
 }
 
 func row(name string, m metrics, flow bool) string {

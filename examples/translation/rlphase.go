@@ -27,11 +27,9 @@ import (
 // clients: the small model's (agent 1), the larger model's (agent 2) and
 // the small model's again (agent 3).
 type rlServers struct {
-	local   []*swarm.Server
-	clients []*swarm.Client
-	// perRound is the number of train episodes each local server gets per
-	// GRPO round.
-	perRound [2]int64
+	local    []*swarm.Server
+	clients  []*swarm.Client
+	perRound [2]int64 // train episodes each local server gets per GRPO round
 	closers  []func()
 }
 
@@ -68,11 +66,10 @@ func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
 				return nil, err
 			}
 		}
-		// Agent 2's sampled answers do not train their first token ("[]"
-		// or the start of a list): whether to answer at all is left to the
-		// warm start, which reads it off the checker's marks. Sampled at
-		// temperature 0.5, that token's gradient follows another objective
-		// than greedy decoding's and drives the detector to lists.
+		// Agent 2's answers do not train their first token ("[]" or a
+		// list's start): whether to answer is left to the warm start, as
+		// that token's gradient, sampled at temperature 0.5, follows
+		// another objective than greedy decoding and drives it to lists.
 		if ml == nil {
 			if ml, err = newLMModel("large", w.large, e.tok, o.RLLRLarge, o.KLLarge, grpo, true); err != nil {
 				return nil, err
@@ -133,16 +130,11 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef flo
 		MaxLen:    lm.Config.MaxLen,
 		Prepare: func(batch []rl.Sample) (kept []rl.Sample, dropped int) {
 			for _, s := range batch {
-				// Sampled answers only: a forced answer has no behaviour
-				// log-probabilities.
-				if maskFirst && len(s.LogProbs) > 0 {
-					var ok bool
-					if s, ok = firstAsContext(s); !ok {
-						dropped++
-						continue
-					}
+				ok := true
+				if maskFirst && len(s.LogProbs) > 0 { // sampled, not forced, answers
+					s, ok = firstAsContext(s)
 				}
-				if len(s.Prompt) == 0 || len(s.Actions) == 0 || len(s.Prompt)+len(s.Actions) > lm.Config.MaxLen {
+				if !ok || len(s.Prompt) == 0 || len(s.Actions) == 0 || len(s.Prompt)+len(s.Actions) > lm.Config.MaxLen {
 					dropped++
 					continue
 				}
@@ -153,10 +145,9 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef flo
 	})
 }
 
-// tailChat keeps the last n tokens of an over-long chat prompt: its end
-// is the open assistant turn, which the answer must follow (the evaluation
-// cuts its prompts the same way). The answer then has at least MaxLen − n
-// tokens of room.
+// tailChat keeps the last n tokens of an over-long chat prompt, as the
+// evaluation does: its end is the open assistant turn, which the answer
+// must follow, and the answer has at least MaxLen − n tokens of room.
 type tailChat struct {
 	swarm.TokenizerChat
 	n int
@@ -172,9 +163,8 @@ func (t tailChat) ChatPrompt(msgs []swarm.Message) ([]int, error) {
 
 // firstAsContext returns s with its first action moved to the end of its
 // prompt (and its first behaviour log-probability dropped), so that GRPO
-// trains the rest of the answer given that token but not the token itself.
-// s's slices are not modified. It returns false when no action would be
-// left.
+// trains the rest of the answer given that token but not the token itself;
+// false when no action would be left. s's slices are not modified.
 func firstAsContext(s rl.Sample) (rl.Sample, bool) {
 	if len(s.Actions) < 2 {
 		return s, false
@@ -190,17 +180,14 @@ func firstAsContext(s rl.Sample) (rl.Sample, bool) {
 	return s, true
 }
 
-// rlPhase runs the GRPO rounds of the workflow on the train tasks: each
-// round gives each server one training batch, and with local servers it
-// waits until both have trained on it and logs the step. Then it stops the
-// local servers.
+// rlPhase runs the GRPO rounds on the train tasks: each gives each server
+// one training batch, and waits until the local servers trained on it.
 func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error {
 	r := rand.New(rand.NewPCG(o.rlSeed(), 5))
 	// Error-prone tasks: train sentences whose warm-start rough translation
-	// (agent 1's greedy output, made for the warm start of agents 2 and 3)
 	// misses a glossary term. Only there can the detector earn more than
-	// "[]" does; on clean sentences "[]" scores full marks, and with too
-	// few error-prone tasks the detector learns that "[]" always pays.
+	// "[]", which scores full marks on clean sentences and, with too few
+	// error-prone tasks, is what the detector learns.
 	var hard []task
 	for _, rx := range w.roughs {
 		if len(truthErrors(rx.T, rx.Rough)) > 0 {
@@ -227,9 +214,8 @@ func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error 
 		}
 		var gs [2]int64
 		var gn [2]float64
-		// Wait until each local server trained on this round: it has handed
-		// all of this round's episodes to a training step and is rolling
-		// again.
+		// Each local server has trained on this round when it has used
+		// all its episodes and is rolling again.
 		for i, s := range srv.local {
 			for {
 				status, _, g := s.Status()

@@ -39,16 +39,11 @@ func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxT
 	return resp.Choices[0].Message.Content, nil
 }
 
-// rolloutWorkflow runs the three agents on task t and rewards each model
-// with its own grader. eps holds the episodes: agent 1's on the small
-// model's server, agent 2's on the larger model's, and agent 3's on the
-// small model's again.
-//
-// Separate episodes for agents 1 and 3 assign credit per turn: agent 1's
-// tokens are rewarded by the quality of its own (rough) translation and
-// agent 3's by the quality of the final one. In one shared episode every
-// token of the small model would get the final translation's advantage,
-// and RL then lowered agent 1's own quality.
+// rolloutWorkflow runs the three agents on task t, each in its own episode
+// (eps: agent 1's and 3's on the small model's server, agent 2's on the
+// larger one's), and rewards each model with its own grader. Separate
+// episodes for agents 1 and 3 assign credit per turn: in a shared one agent
+// 1's tokens would get the final translation's advantage too.
 func (e *env) rolloutWorkflow(t task, seed int64) swarm.Workflow {
 	return func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
 		var w workflowRun
@@ -76,45 +71,35 @@ func (e *env) rolloutWorkflow(t task, seed int64) swarm.Workflow {
 	}
 }
 
-// trainRewards are the rewards agents 2 and 3 are trained on, given the
-// graded rollout w: difference rewards, what the agent's turn added over
-// doing nothing with the same input ("[]" for the detector, the rough
-// translation unchanged for agent 3). The baselines depend only on the
-// agent's prompt (the rough translation it was given), so they leave the
-// policy gradient unbiased while removing agent 1's share of the variance
-// from agents 2 and 3's advantages: the repeats of a GRPO group see
-// different rough translations (the difference rewards of Wolpert and
-// Tumer 2002; the counterfactual baseline of Foerster et al. 2018, COMA).
+// trainRewards are agents 2 and 3's difference rewards: what the turn
+// added over doing nothing with the same input ("[]", the rough translation
+// unchanged). The baselines depend only on the prompt, so the policy
+// gradient stays unbiased while agent 1's share of the variance leaves the
+// advantages (Wolpert and Tumer 2002; COMA, Foerster et al. 2018).
 func (e *env) trainRewards(t task, w workflowRun) (det, final float64) {
 	final = w.Quality.Normalised - e.qg.GradeText(t.En, t.Ref, w.Given, grader.Result{}).Normalised
 	det = w.Detect.Normalised - grader.ProperNounDetectionGrader{}.Grade("[]", truthErrors(t, w.Given)).Normalised
 	return det, final
 }
 
-// beginOptions gives each episode of one rollout its GRPO group: one group
-// per task and agent on each server. Agent 1's episode is an evaluation
-// episode, served but not trained on: the small model learns from agent
-// 3's turns, and training on agent 1's too lowered agent 3's copying, a
-// skill the same weights serve.
+// beginOptions gives each episode of one rollout its GRPO group, one per
+// task and agent. Agent 1's is an evaluation episode, not trained on:
+// training on it too lowers agent 3's copying, which the same weights serve.
 func beginOptions(taskID string) []swarm.BeginOptions {
 	return []swarm.BeginOptions{{TaskID: taskID + "/agent1", Type: swarm.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent3"}}
 }
 
-// rlRound runs len(tasks) × repeats workflows concurrently (one GRPO group
-// per task and agent on each server) and returns the mean final-translation
-// quality (agent 3's grader score) and the mean detection score of agent 2.
+// rlRound runs len(tasks) × repeats workflows concurrently and returns the
+// mean quality of agent 3's and detection score of agent 2's answers.
 func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task, repeats int, r *rand.Rand, round int) (small, large float64, err error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr error
-	// Each rollout's two scores, kept by index and summed in that order
-	// after the round, so that the sums (and the step log) do not depend
-	// on the order in which the rollouts finish.
-	type terms struct {
+	// Summed in index order, not in the order the rollouts finish.
+	res := make([]struct {
 		ok           bool
 		small, large float64
-	}
-	res := make([]terms, len(tasks)*repeats)
+	}, len(tasks)*repeats)
 	for ti, t := range tasks {
 		taskID := fmt.Sprintf("r%d-t%d", round, ti)
 		for k := 0; k < repeats; k++ {

@@ -44,45 +44,30 @@ func roleExample(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, reply strin
 	return nn.SeqExample{Prompt: p, Target: append(tok.Encode(reply), tok.MustSpecialID(tokenizer.End))}, nil
 }
 
-// warmMix sets the small model's warm-start mixture.
+// warmMix is the small model's warm-start mixture (Config's fields of the
+// same names; the larger model's is zero).
 type warmMix struct {
-	// FinalFrac is the fraction of agent-3 examples in both phases of the
-	// small model's warm start (the rest are agent 1's).
-	FinalFrac float64
-	// RoughTasks is how many train tasks agent 1 translates (greedily,
-	// after the first phase) to make the agents' 2 and 3 warm-start data
-	// (0: all).
+	FinalFrac  float64
 	RoughTasks int
-	// Pseudo is the fraction of the second phase's agent-3 examples made
-	// on pseudo-rough texts (pseudoFinalExample) rather than on agent 1's
-	// real outputs. In the first phase every agent-3 example is a pseudo
-	// one.
-	Pseudo float64
-	// CopySteps are warm-start steps, before the two phases, in which the
-	// small model learns only agent 3's job on pseudo-rough texts, so that
-	// copying is learnt before it becomes a share of a mixture.
-	CopySteps int
+	Pseudo     float64
+	CopySteps  int
 }
 
-type modelSpec struct {
-	Dim, Layers, Heads, MaxLen int
-	// CopyDim is the width of the pointer (copy) head (nn.LMConfig.CopyDim;
-	// 0: none): agents 3 and 2 reproduce spans of their prompt (the rough
-	// translation, the English words), which a pointer does exactly.
-	CopyDim int
-}
+// modelSpec is a model's shape. CopyDim is the width of the pointer (copy)
+// head (nn.LMConfig.CopyDim; 0: none): agents 3 and 2 reproduce spans of
+// their prompt (the rough translation, the English words), which a pointer
+// does exactly.
+type modelSpec struct{ Dim, Layers, Heads, MaxLen, CopyDim int }
 
-// warmCfg is one warm start's hyper-parameters.
+// warmCfg is one warm start's hyper-parameters and cache folder.
 type warmCfg struct {
-	Spec     modelSpec
-	Mix      warmMix
-	Steps    int
-	Batch    int
-	LR       float64
-	Seed     uint64
-	MaxRough int
-	MaxTok   int
-	CacheDir string
+	Spec             modelSpec
+	Mix              warmMix
+	Steps, Batch     int
+	LR               float64
+	Seed             uint64
+	MaxRough, MaxTok int
+	CacheDir         string
 }
 
 // newLM is a freshly initialised model of the spec. Positions are rotary
@@ -124,8 +109,7 @@ func (c warmCfg) loadLM(role, base string, vocab int, tj []byte) (lm *nn.LM, loa
 }
 
 // save caches role's trained model as base (and the small model's rough
-// translations rx beside it); a failure only costs the next run the
-// training.
+// translations rx beside it); a failure costs only the next run's time.
 func (c warmCfg) save(role, base string, lm *nn.LM, tj []byte, rx []roughEx) {
 	err := os.MkdirAll(c.CacheDir, 0o755)
 	if err == nil && rx != nil {
@@ -151,7 +135,7 @@ func (c warmCfg) trainer(lm *nn.LM) *nn.LMTrainer {
 // returns the mean loss of the last 20 steps.
 func (c warmCfg) supervise(role string, tr *nn.LMTrainer, from, to int, draw func() (nn.SeqExample, error)) (float64, error) {
 	start := time.Now()
-	var recent []float64
+	mean := 0.0
 	for s := from; s < to; s++ {
 		b, err := drawBatch(draw, c.Batch, c.Spec.MaxLen)
 		if err != nil {
@@ -161,17 +145,12 @@ func (c warmCfg) supervise(role string, tr *nn.LMTrainer, from, to int, draw fun
 		if err != nil {
 			return 0, fmt.Errorf("warm start %s step %d: %w", role, s, err)
 		}
-		recent = append(recent, loss)
-		if len(recent) > 20 {
-			recent = recent[1:]
+		if s >= to-20 {
+			mean += loss / float64(min(20, to-from))
 		}
 		if (s+1)%max(1, c.Steps/10) == 0 || s == to-1 {
 			logf("warm start %s: step %d/%d loss %.3f (%.1fs)", role, s+1, c.Steps, loss, time.Since(start).Seconds())
 		}
-	}
-	mean := 0.0
-	for _, l := range recent {
-		mean += l / float64(len(recent))
 	}
 	return mean, nil
 }
@@ -216,14 +195,14 @@ func pickRoughTasks(tasks []task, n int, seed uint64) []task {
 }
 
 // warmStartSmall trains (or loads from the cache) the small model, which
-// plays agents 1 and 3, on the train split: cfg.Mix.CopySteps steps of agent
-// 3 alone on pseudo-rough texts, then two phases. The first half of the
-// remaining steps mixes agent 1 on sentence pairs with agent 3 copying (and
-// correcting) pseudo-rough texts, which cannot be translated from memory;
-// then agent 1 translates cfg.Mix.RoughTasks train sentences greedily, and
-// the second half also gives agent 3 those real rough translations
-// (finalExample). It returns the LM, the mean loss of the last 20 steps (-1
-// when loaded) and the rough translations (for agent 2).
+// plays agents 1 and 3, on the train split: Mix.CopySteps steps of agent 3
+// alone on pseudo-rough texts, so that copying is learnt before it becomes
+// a share of a mixture; then half the remaining steps mix agent 1 on
+// sentence pairs with agent 3 on pseudo-rough texts, which cannot be
+// translated from memory; then agent 1 translates Mix.RoughTasks train
+// sentences greedily, and the second half also gives agent 3 those real
+// rough translations (finalExample). It returns the LM, the mean loss of
+// the last 20 steps (-1 when loaded) and the rough translations.
 func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corpus.Glossary) (*nn.LM, float64, []roughEx, error) {
 	tj, _ := tok.MarshalJSON()
 	base := cfg.cachePath("small", tj, "")
@@ -248,8 +227,8 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 		return roleExample(tok, msgsFinal(t.En, rough, corr), target)
 	}
 	// Agent 1 with probability 1 − FinalFrac, else agent 3: on a
-	// pseudo-rough text while rx is empty (the first phase) and with
-	// probability Pseudo after, else on one of agent 1's rough translations.
+	// pseudo-rough text in the first phase and with probability Pseudo in
+	// the second, else on one of agent 1's rough translations.
 	mixed := func() (nn.SeqExample, error) {
 		if r.Float64() >= cfg.Mix.FinalFrac {
 			t := tasks[r.IntN(len(tasks))]
@@ -345,17 +324,14 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h gloss
 	return lm, loss, nil
 }
 
-// warmed is what the warm starts leave for the RL phase: both models,
-// their final supervised losses (-1 when loaded from the cache), agent 1's
-// rough translations made for agents 2 and 3's warm start (roughs; their
-// error-prone sentences are RL's hard tasks) and RL's task pool (train).
+// warmed is what the warm starts leave for the RL phase: both models, their
+// final supervised losses (-1 when loaded from the cache), agent 1's rough
+// translations made for agents 2 and 3's warm start (their error-prone
+// sentences are RL's hard tasks) and RL's task pool.
 type warmed struct {
-	small, large *nn.LM // warm-started miniatures (nil with pretrained models)
-	// dec decodes for the evaluation: the small model's, the larger one's.
-	dec [2]decoder
-	// models are the pretrained models' swarm models (nil for the
-	// miniatures, which startServers builds).
-	models               [2]swarm.Model
+	small, large         *nn.LM         // warm-started miniatures (nil with pretrained models)
+	dec                  [2]decoder     // the evaluation's decoders of the small and the larger model
+	models               [2]swarm.Model // pretrained models' (nil: startServers builds the miniatures')
 	lossSmall, lossLarge float64
 	roughs               []roughEx
 	train                []task

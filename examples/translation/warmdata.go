@@ -57,13 +57,11 @@ func injectIntoRough(t task, rough string, g *corpus.Glossary, r *rand.Rand) (st
 	return strings.Replace(rough, term.Zh, w, 1), termError(term, w), true
 }
 
-// pseudoRough makes a text that agent 3 cannot predict from the English
-// source: one to three random pieces of train references spliced together,
-// some repeated (agent 1's outputs repeat themselves). Copying it is the only
-// way to lower the loss, so agent 3 learns to copy instead of memorising the
-// train translations, which agent 1 renders well because it was trained on
-// them: on their rough translations "copy" and "translate from memory" give
-// the same target.
+// pseudoRough makes a text that agent 3 cannot predict from the English:
+// one to three random pieces of train references spliced together, some
+// repeated (agent 1's outputs repeat themselves). Copying it is the only way
+// to lower the loss, so agent 3 learns to copy rather than to recall the
+// train translations (on which "copy" and "translate from memory" agree).
 func pseudoRough(tasks []task, r *rand.Rand, maxRunes int) string {
 	var out []rune
 	for n := 1 + r.IntN(3); n > 0; n-- {
@@ -98,12 +96,10 @@ func pseudoFinalExample(tasks []task, g *corpus.Glossary, r *rand.Rand, maxRough
 }
 
 // localEdit puts the missing rendering zh into rough where the reference
-// has it: it finds the (up to two) characters before zh in ref in rough and
-// overwrites as many characters after them with zh ("'x'必需是属性" with
-// ref "'x'必需是对象" and zh "对象" gives "'x'必需是对象"); when zh starts
-// ref, it replaces rough's first characters. It returns "" when the anchor
-// is not in rough. Agent 3 learns such local edits, close to the copying it
-// does anyway, instead of re-translating the sentence.
+// has it: after the (up to two) characters that precede zh in ref, found in
+// rough, it overwrites as many characters as zh has ("'x'必需是属性", ref
+// "'x'必需是对象", zh "对象": "'x'必需是对象"); "" when that anchor is not in
+// rough. Such local edits are close to the copying agent 3 does anyway.
 func localEdit(rough, ref, zh string) string {
 	i := strings.Index(ref, zh)
 	if i < 0 {
@@ -124,13 +120,11 @@ func localEdit(rough, ref, zh string) string {
 	return rough[:j] + zh + string(rest[n:])
 }
 
-// insertTerm inserts the rendering zh into rough at the relative position
-// (in characters) that zh has in ref, keeping every character of rough: the
-// fallback of localEdit when the reference's context is not in rough. The
-// target stays a copy of agent 1's translation plus one term, an edit a
-// small model can learn, and it is where chrF's recall is won: on the 1,270
-// warm-start rough translations with a true error, chrF against the
-// reference goes from 0.168 (rough) to 0.277 (localEdit, else insertTerm).
+// insertTerm inserts zh into rough at the relative position (in
+// characters) that zh has in ref, keeping all of rough: localEdit's
+// fallback. A copy plus one term is an edit a small model can learn, and it
+// wins chrF's recall: on the 1,270 warm-start rough translations with a true
+// error, chrF goes from 0.168 (rough) to 0.277 (localEdit, else insertTerm).
 func insertTerm(rough, ref, zh string) string {
 	rr, zr := []rune(rough), []rune(zh)
 	pos := 0.0
@@ -141,27 +135,19 @@ func insertTerm(rough, ref, zh string) string {
 	return string(rr[:at]) + zh + string(rr[at:])
 }
 
-// finalExample is agent 3's warm-start pair on a real rough translation:
-//   - with a known wrong span (an injected error): the rough translation with
-//     the correction applied (copy + substitute);
-//   - with true errors whose wrong span is unknown (a glossary term missing
-//     from agent 1's output), passed on with probability 0.6 (a detector
-//     that finds them): the rough translation with the term written where
-//     the reference has it (localEdit), or, when the reference's context is
-//     not in the rough translation (two times in three), inserted at the
-//     same relative position (insertTerm). Never the reference itself: a
-//     post-edit target teaches agent 3 to re-translate whenever it is
-//     given a correction;
-//   - with probability 0.15, a false alarm (a correction whose rendering the
-//     rough translation already has), and with probability 0.1 one naming
-//     a term the English does not contain: the rough translation unchanged,
-//     so that agent 2's false positives, most of its answers at the warm
-//     start, do not cost the final translation;
-//   - otherwise (no error, or a missed one, corrections "[]"): the rough
-//     translation copied unchanged.
-//
-// So agent 3 keeps agent 1's translation unless a correction asks for a
-// change, instead of re-translating everything (too hard for a small model).
+// finalExample is agent 3's warm-start pair on a real rough translation, so
+// that agent 3 keeps agent 1's translation unless a correction asks for a
+// change (re-translating is too hard for a small model):
+//   - an injected error, whose wrong span is named: the rough translation
+//     with the correction applied;
+//   - true errors (terms missing from agent 1's output), passed on with
+//     probability 0.6: the term written where the reference has it
+//     (localEdit, else insertTerm); never the reference, which would teach
+//     agent 3 to re-translate whenever it is given a correction;
+//   - false alarms, a rendering already there (probability 0.15) or a term
+//     the English lacks (0.1), as most of agent 2's answers at the warm
+//     start are: the rough translation unchanged;
+//   - otherwise (corrections "[]"): the rough translation unchanged.
 func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (rough, corr, target string) {
 	rough = clip(rx.Rough, maxRough)
 	falseAlarm := func(term corpus.Term) (string, string, string) {
@@ -194,12 +180,11 @@ func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (r
 	return rough, "[]", finalAnswer(rough)
 }
 
-// swapTerm makes a new train pair from t by swapping one of its glossary
-// terms for another term of the glossary in both languages ("'x' must be a
-// date-time object" / "…对象" becomes "'x' must be a date-time matrix" /
-// "…矩阵"), so the detector sees each term in many sentences and learns to
-// read the terms off the English instead of memorising sentences. ok is
-// false when t has no term that appears verbatim in both languages.
+// swapTerm makes a new train pair from t by swapping one of its terms for
+// another glossary term in both languages ("… object" / "…对象" becomes
+// "… matrix" / "…矩阵"), so the detector sees each term in many sentences
+// and reads the terms off the English instead of memorising sentences. ok
+// is false when no swap applies.
 func swapTerm(t task, g *corpus.Glossary, r *rand.Rand) (task, bool) {
 	if len(t.Terms) == 0 {
 		return t, false
@@ -220,20 +205,16 @@ func swapTerm(t task, g *corpus.Glossary, r *rand.Rand) (task, bool) {
 	return out, len(out.Terms) > 0
 }
 
-// detectExample is agent 2's warm-start pair: a rough translation and its
-// true errors as JSON. The rough translation varies for one source, so that
-// the label cannot be memorised from the English alone (agent 1 renders the
-// train sentences it was trained on almost perfectly, so a detector trained
-// only on those outputs can answer by sentence):
-//   - 40%: agent 1's real output (with a correct term's rendering replaced
-//     by a wrong one 30% of the time, so wrong spans are seen too);
-//   - 20%: the reference (no error);
-//   - 25%: the reference with one term's rendering replaced by a wrong one
-//     (the error names the wrong span);
-//   - 15%: the reference with one term's rendering deleted.
+// detectExample is agent 2's warm-start pair: the English, a rough
+// translation and its true errors as JSON. The rough translation varies for
+// one source, so that the label cannot be read off the English alone (agent
+// 1 renders its train sentences almost perfectly):
+//   - 40%: agent 1's output (30% of the time with a term's rendering
+//     replaced by a wrong one, so wrong spans are seen too);
+//   - 20%: the reference; 25%: the reference with a term's rendering
+//     replaced by a wrong one; 15%: with a term's rendering deleted.
 //
-// In half the reference-based examples a term is first swapped for another
-// (swapTerm), which also returns the English the example uses. Sentences
+// Half the reference-based examples first swap a term (swapTerm). Sentences
 // without glossary terms always have the label "[]".
 func detectExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (en, rough, label string) {
 	var errs []grader.TermError

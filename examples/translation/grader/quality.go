@@ -100,7 +100,7 @@ var (
 	firstRE   = regexp.MustCompile(`(?i)\b(we|our|us|ours|I|my|me)\b`)
 )
 
-// Acronyms returns the acronyms of s that convention keeps in Chinese text:
+// acronyms returns the acronyms of s that convention keeps in Chinese text:
 // tokens with two or more capitals (PCA, GWs, NaN, UTF8) that are in the
 // acronym list or entirely upper case.
 func (g *TranslationQualityGrader) acronyms(s string) []string {
@@ -131,8 +131,8 @@ func (g *TranslationQualityGrader) Grade(source, reference, output string) Resul
 	return g.GradeText(source, reference, hyp, res)
 }
 
-// GradeText scores a bare translation (no <final_result> required); used to
-// evaluate agent 1 alone on the same scale.
+// GradeText scores a bare translation (no <final_result> required), as
+// for agent 1 alone, adding to res.
 func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res Result) Result {
 	if res.Parts == nil {
 		res.Parts = map[string]float64{}
@@ -140,61 +140,54 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 	chrf := eval.ChrF(hyp, reference)
 	res.Parts["chrf"] = chrf
 	var cats []float64
-	cat := func(name string, pass, total int) {
-		if total == 0 {
+	var pass, total int
+	// cat closes a rule category (when it applied) with the fraction of its
+	// items that passed.
+	cat := func(name string) {
+		if total > 0 {
+			f := float64(pass) / float64(total)
+			res.Parts[name] = f
+			cats = append(cats, f)
+		}
+		pass, total = 0, 0
+	}
+	// kept checks one item of the source: when the reference keeps s, hyp
+	// must too.
+	kept := func(rule, s, format string, args ...any) {
+		if !strings.Contains(reference, s) {
 			return
 		}
-		f := float64(pass) / float64(total)
-		res.Parts[name] = f
-		cats = append(cats, f)
+		total++
+		if strings.Contains(hyp, s) {
+			pass++
+		} else {
+			res.issue(rule, format, args...)
+		}
 	}
 
-	// Placeholders.
 	src, ref, got := Placeholders(source), Placeholders(reference), Placeholders(hyp)
 	if len(src) > 0 || len(ref) > 0 {
+		total++
 		if slices.Equal(got, src) || slices.Equal(got, ref) {
-			cat(RulePlaceholder, 1, 1)
+			pass++
 		} else {
-			cat(RulePlaceholder, 0, 1)
 			res.issue(RulePlaceholder, "placeholders %v, want %v", got, src)
 		}
 	}
+	cat(RulePlaceholder)
 
-	// Abbreviations kept.
-	pass, total := 0, 0
 	for _, a := range g.acronyms(source) {
-		if !strings.Contains(reference, a) {
-			continue
-		}
-		total++
-		if strings.Contains(hyp, a) {
-			pass++
-		} else {
-			res.issue(RuleAbbreviation, "abbreviation %s not kept", a)
-		}
+		kept(RuleAbbreviation, a, "abbreviation %s not kept", a)
 	}
-	cat(RuleAbbreviation, pass, total)
+	cat(RuleAbbreviation)
 
-	// Terminology.
-	pass, total = 0, 0
 	if g.Glossary != nil {
 		for _, t := range g.Glossary.TermsIn(source) {
-			if !strings.Contains(reference, t.Zh) {
-				continue
-			}
-			total++
-			if strings.Contains(hyp, t.Zh) {
-				pass++
-			} else {
-				res.issue(RuleTerminology, "term %q should be %s", t.En, t.Zh)
-			}
+			kept(RuleTerminology, t.Zh, "term %q should be %s", t.En, t.Zh)
 		}
 	}
-	cat(RuleTerminology, pass, total)
+	cat(RuleTerminology)
 
-	// Pronouns.
-	lower := strings.ToLower(source)
-	pass, total = 0, 0
 	firstPersonOK := firstRE.MatchString(source)
 	if !firstPersonOK || strings.Contains(hyp, "我") {
 		total++
@@ -205,7 +198,7 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 		}
 	}
 	for _, w := range [][2]string{{"this study", "本研究"}, {"this paper", "本文"}} {
-		if strings.Contains(lower, w[0]) {
+		if strings.Contains(strings.ToLower(source), w[0]) {
 			total++
 			if strings.Contains(hyp, w[1]) {
 				pass++
@@ -214,28 +207,19 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 			}
 		}
 	}
-	cat(RulePronoun, pass, total)
+	cat(RulePronoun)
 
-	// Subject present.
-	pass, total = 0, 1
+	total++
 	if strings.TrimSpace(hyp) != "" {
-		pass = 1
+		pass++
 	} else {
 		res.issue(RuleSubject, "empty translation")
 	}
 	for _, m := range quotedRE.FindAllStringSubmatch(source, -1) {
 		id := m[1] + m[2] + m[3]
-		if !strings.Contains(reference, id) {
-			continue
-		}
-		total++
-		if strings.Contains(hyp, id) {
-			pass++
-		} else {
-			res.issue(RuleSubject, "subject %q missing", id)
-		}
+		kept(RuleSubject, id, "subject %q missing", id)
 	}
-	cat(RuleSubject, pass, total)
+	cat(RuleSubject)
 
 	rules := 0.0
 	for _, c := range cats {
