@@ -120,12 +120,18 @@ type gemmKernel struct {
 	aOuter bool
 	// fn computes C[0:mr,0:nr] = alpha·Ap·Bp + beta·C from packed panels.
 	fn func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
-	// edgeFn, when set, computes only the first edgeRows rows of a tile
-	// (same packed panels, same C convention); it serves edge tiles with at
-	// most edgeRows valid rows.
-	edgeRows int
-	edgeFn   func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
-	pool     sync.Pool // *gemmBuf
+	// edges, fewest rows first, compute only the first rows rows of a tile
+	// (same packed panels, same C convention): an edge tile with r < mr
+	// valid rows takes the first with rows ≥ r, so a block whose row count
+	// is not a multiple of mr wastes fewer multiply-adds on zero rows.
+	edges []edgeKernel
+	pool  sync.Pool // *gemmBuf
+}
+
+// edgeKernel is a micro-kernel for the first rows rows of an mr-row tile.
+type edgeKernel struct {
+	rows int
+	fn   func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 }
 
 type kernelAvail struct {
@@ -269,11 +275,14 @@ func macroKernel(kern *gemmKernel, buf *gemmBuf, mb, nb, kb int, alpha, beta flo
 			return
 		}
 		fn := kern.fn
-		if mrr <= kern.edgeRows {
-			fn = kern.edgeFn
-			if mrr == kern.edgeRows && nrr == nr {
-				fn(kb, ap, bp, &c[ci], ldc, alpha, beta)
-				return
+		for _, e := range kern.edges {
+			if mrr <= e.rows {
+				fn = e.fn
+				if mrr == e.rows && nrr == nr {
+					fn(kb, ap, bp, &c[ci], ldc, alpha, beta)
+					return
+				}
+				break
 			}
 		}
 		// Edge tile: compute the tile into tmp, then merge the valid part

@@ -24,9 +24,19 @@ func sgemmKernelAVX512x8(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 //go:noescape
 func sgemmKernelAVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
+// sgemmKernelAVX2x2 and sgemmKernelAVX2x4 compute only the first 2 or 4
+// rows of a 6-row packed A panel: the edge kernels for the last rows of a
+// block (128 rows, a training batch, are 21·6 + 2).
+//
+//go:noescape
+func sgemmKernelAVX2x2(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func sgemmKernelAVX2x4(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
 var (
-	kernelAVX512 = &gemmKernel{name: "avx512", mr: 14, nr: 32, mc: 168, kc: 256, nc: 512, aOuter: true, fn: sgemmKernelAVX512, edgeRows: 8, edgeFn: sgemmKernelAVX512x8}
-	kernelAVX2   = &gemmKernel{name: "avx2", mr: 6, nr: 16, mc: 144, kc: 256, nc: 2048, fn: sgemmKernelAVX2}
+	kernelAVX512 = &gemmKernel{name: "avx512", mr: 14, nr: 32, mc: 168, kc: 256, nc: 512, aOuter: true, fn: sgemmKernelAVX512, edges: []edgeKernel{{8, sgemmKernelAVX512x8}}}
+	kernelAVX2   = &gemmKernel{name: "avx2", mr: 6, nr: 16, mc: 144, kc: 256, nc: 2048, fn: sgemmKernelAVX2, edges: []edgeKernel{{2, sgemmKernelAVX2x2}, {4, sgemmKernelAVX2x4}}}
 )
 
 // hasAVX512 and hasAVX2 report whether the CPU (and OS) support the

@@ -186,5 +186,8 @@ func main() {
 	// rows of a block (e.g. 512 = 36·14 + 8).
 	gen(kernel{name: "sgemmKernelAVX512x8", mr: 8, aRows: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfB: 1024})
 	gen(kernel{name: "sgemmKernelAVX2", mr: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
+	// Edge kernels: the first 2 or 4 rows of a 6-row packed panel.
+	gen(kernel{name: "sgemmKernelAVX2x2", mr: 2, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
+	gen(kernel{name: "sgemmKernelAVX2x4", mr: 4, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
 	os.Stdout.WriteString(w.String())
 }

@@ -187,6 +187,23 @@ func TestGemmKernels(t *testing.T) {
 	})
 }
 
+// TestGemmEdgeRows runs every row count up to two tiles and one row, so
+// that each remainder after whole mr-row tiles meets its edge kernel (or the
+// full kernel), with whole and partial column panels, both betas.
+func TestGemmEdgeRows(t *testing.T) {
+	forEachKernel(t, func(t *testing.T, kern *gemmKernel) {
+		r := rand.New(rand.NewPCG(7, 8))
+		for m := 1; m <= 2*kern.mr+1; m++ {
+			for _, n := range []int{kern.nr, 2*kern.nr + 3} {
+				for _, beta := range []float32{0, -0.5} {
+					g := newGemmCase(r, false, r.IntN(2) == 0, m, n, 37, 1, 2, 1, 1.5, beta)
+					g.run(t, kern, 1)
+				}
+			}
+		}
+	})
+}
+
 // TestGemmLarge covers shapes that cross every cache block (MC, KC, NC) of
 // each kernel, the edge tiles they leave, and the parallel split.
 func TestGemmLarge(t *testing.T) {

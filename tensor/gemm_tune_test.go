@@ -83,8 +83,8 @@ func TestGemmTune(t *testing.T) {
 				}
 				k := ka.k
 				nk := &gemmKernel{name: k.name, mr: k.mr, nr: k.nr, mc: v[0], kc: v[1], nc: v[2], aOuter: v[3] == 1, fn: k.fn}
-				if v[4] == 1 { // fifth field 1: with the kernel's edge kernel
-					nk.name, nk.edgeRows, nk.edgeFn = k.name+"+edge", k.edgeRows, k.edgeFn
+				if v[4] == 1 { // fifth field 1: with the kernel's edge kernels
+					nk.name, nk.edges = k.name+"+edge", k.edges
 				}
 				kerns = append(kerns, nk)
 			}
