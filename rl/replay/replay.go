@@ -91,6 +91,10 @@ func (b *Buffer[T]) find(u float64) int {
 func (b *Buffer[T]) Add(v T, p float64) uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.add(v, p)
+}
+
+func (b *Buffer[T]) add(v T, p float64) uint64 {
 	if p <= 0 || math.IsNaN(p) {
 		p = b.maxP
 	}
@@ -108,6 +112,22 @@ func (b *Buffer[T]) Add(v T, p float64) uint64 {
 		b.n++
 	}
 	return id
+}
+
+// AddBatch inserts vs[k] with priority ps[k] (as Add) under one lock, so
+// the batch gets consecutive IDs first, first+1, …, and returns first. It
+// panics when the slices differ in length.
+func (b *Buffer[T]) AddBatch(vs []T, ps []float64) (first uint64) {
+	if len(vs) != len(ps) {
+		panic(fmt.Sprintf("replay: AddBatch: %d values, %d priorities", len(vs), len(ps)))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	first = b.next
+	for k, v := range vs {
+		b.add(v, ps[k])
+	}
+	return first
 }
 
 // Len is the number of items held.
@@ -172,6 +192,26 @@ func (b *Buffer[T]) Update(ids []uint64, priorities []float64) {
 		b.prio[slot] = p
 		b.set(slot, math.Pow(p, b.alpha))
 	}
+}
+
+// Stats describes a buffer's state.
+type Stats struct {
+	Len      int     `json:"len"`      // items held
+	Capacity int     `json:"capacity"` // most items held
+	Alpha    float64 `json:"alpha"`    // priority exponent
+	// Added counts every Add since New (the next ID), evicted items included.
+	Added uint64 `json:"added"`
+	// MaxPriority is the largest priority seen, the one Add gives new items.
+	MaxPriority float64 `json:"max_priority"`
+	// Mass is Σ p_i^α over the items held, the sampling normaliser.
+	Mass float64 `json:"mass"`
+}
+
+// Stats returns the buffer's state.
+func (b *Buffer[T]) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Stats{Len: b.n, Capacity: b.cap, Alpha: b.alpha, Added: b.next, MaxPriority: b.maxP, Mass: b.sum[1]}
 }
 
 // Items returns a snapshot of the items held, oldest first (Prob and Weight
