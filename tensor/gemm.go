@@ -120,6 +120,12 @@ type gemmKernel struct {
 	aOuter bool
 	// fn computes C[0:mr,0:nr] = alpha·Ap·Bp + beta·C from packed panels.
 	fn func(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+	// packAT, when set, packs a whole mr-row panel of a row-major
+	// (untransposed) A faster than packTranspose; see packA.
+	packAT func(panel, src []float32, lda, kb int)
+	// bPairs: the packed B panels hold bfloat16 values in the pair layout
+	// of packPairsGo, a step of nr columns in nr/2 float32 slots.
+	bPairs bool
 	// edges, fewest rows first, compute only the first rows rows of a tile
 	// (same packed panels, same C convention): an edge tile with r < mr
 	// valid rows takes the first with rows ≥ r, so a block whose row count
@@ -254,7 +260,7 @@ func gemmSerial(kern *gemmKernel, transA, transB bool, m, n, k int, alpha float3
 			packB(buf.b, transB, b, ldb, pc, jc, kb, nb, nr)
 			for ic := 0; ic < m; ic += kern.mc {
 				mb := min(kern.mc, m-ic)
-				packA(buf.a, transA, a, lda, ic, pc, mb, kb, mr)
+				packA(buf.a, transA, a, lda, ic, pc, mb, kb, mr, kern.packAT)
 				macroKernel(kern, buf, mb, nb, kb, alpha, betaP, c[ic*ldc+jc:], ldc)
 			}
 		}
@@ -269,6 +275,9 @@ func macroKernel(kern *gemmKernel, buf *gemmBuf, mb, nb, kb int, alpha, beta flo
 	tile := func(ir, jr int) {
 		mrr, nrr := min(mr, mb-ir), min(nr, nb-jr)
 		ap, bp := &buf.a[ir*kb], &buf.b[jr*kb]
+		if kern.bPairs {
+			bp = &buf.b[jr*kb/2]
+		}
 		ci := ir*ldc + jr
 		if mrr == mr && nrr == nr {
 			kern.fn(kb, ap, bp, &c[ci], ldc, alpha, beta)
@@ -334,8 +343,8 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 
 // packA packs the mb×kb block of op(A) at (i0, p0) into ceil(mb/mr) panels,
 // panel ip holding kb steps of mr values op(A)[i0+ip·mr+r, p0+p], rows past
-// mb zero.
-func packA(dst []float32, transA bool, a []float32, lda, i0, p0, mb, kb, mr int) {
+// mb zero. fast (may be nil) packs the whole panels of an untransposed A.
+func packA(dst []float32, transA bool, a []float32, lda, i0, p0, mb, kb, mr int, fast func(panel, src []float32, lda, kb int)) {
 	for ir := 0; ir < mb; ir += mr {
 		mrr := min(mr, mb-ir)
 		panel := dst[ir*kb : ir*kb+mr*kb]
@@ -346,6 +355,10 @@ func packA(dst []float32, transA bool, a []float32, lda, i0, p0, mb, kb, mr int)
 		} else {
 			// op(A)[i, p] = a[i*lda+p]: transpose rows into the panel.
 			off := (i0+ir)*lda + p0
+			if fast != nil && mrr == mr {
+				fast(panel, a[off:off+(mrr-1)*lda+kb], lda, kb)
+				continue
+			}
 			packTranspose(panel, a[off:off+(mrr-1)*lda+kb], lda, mrr, mr, kb)
 		}
 	}

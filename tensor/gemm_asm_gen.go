@@ -30,6 +30,11 @@ type kernel struct {
 	pfB    int    // prefetch distance for B in bytes (0: none)
 	bcst   bool   // FMAs take A from memory with embedded broadcast
 	aRows  int    // rows per step of the packed A panel (default mr)
+	// bf16: the packed B panel holds bfloat16 bit patterns, 16 columns a
+	// step as 8 32-bit lanes, lane j holding column j in its low half and
+	// column 8+j in its high half; one load, a shift (columns 0–7) and a
+	// mask (columns 8–15) widen a step exactly. Needs vecs 2, width 8.
+	bf16 bool
 }
 
 func (k kernel) nr() int { return k.vecs * k.width }
@@ -43,6 +48,12 @@ func gen(k kernel) {
 	nAcc := mr * nv
 	bReg := func(v int) string { return fmt.Sprintf("%s%d", k.reg, nAcc+v) }
 	aReg := func(r int) string { return fmt.Sprintf("%s%d", k.reg, nAcc+nv+r%2) }
+	mask := ""
+	if k.bf16 {
+		// A takes one register, the mask the last.
+		aReg = func(int) string { return fmt.Sprintf("%s%d", k.reg, nAcc+nv) }
+		mask = fmt.Sprintf("%s%d", k.reg, nAcc+nv+1)
+	}
 	acc := func(r, v int) string { return fmt.Sprintf("%s%d", k.reg, r*nv+v) }
 	vbytes := k.width * 4
 	aRows := k.aRows
@@ -50,6 +61,9 @@ func gen(k kernel) {
 		aRows = mr
 	}
 	aStep, bStep := aRows*4, k.nr()*4
+	if k.bf16 {
+		bStep = k.nr() * 2
+	}
 
 	emit("// func %s(kc int, a, b, c *float32, ldc int, alpha, beta float32)", k.name)
 	emit("TEXT ·%s(SB), NOSPLIT, $0-48", k.name)
@@ -63,6 +77,10 @@ func gen(k kernel) {
 		r := fmt.Sprintf("%s%d", k.reg, i)
 		emit("\t%s %s, %s, %s", k.zero, r, r, r)
 	}
+	if k.bf16 {
+		emit("\tVPCMPEQD %s, %s, %s", mask, mask, mask)
+		emit("\tVPSLLD $16, %s, %s", mask, mask)
+	}
 	// Prefetch the C tile: it is read (beta != 0) and written at the end.
 	emit("\tMOVQ DI, R9")
 	for r := 0; r < mr; r++ {
@@ -74,7 +92,12 @@ func gen(k kernel) {
 		}
 	}
 	body := func(p int) {
-		for v := 0; v < nv; v++ {
+		if k.bf16 {
+			emit("\tVMOVDQU %d(BX), %s", p*bStep, bReg(1))
+			emit("\tVPSLLD $16, %s, %s", bReg(1), bReg(0))
+			emit("\tVPAND %s, %s, %s", mask, bReg(1), bReg(1))
+		}
+		for v := 0; v < nv && !k.bf16; v++ {
 			emit("\tVMOVUPS %d(BX), %s", p*bStep+v*vbytes, bReg(v))
 		}
 		if k.pfA > 0 {
@@ -161,6 +184,72 @@ func gen(k kernel) {
 	emit("")
 }
 
+// genPackA6 writes packA6AVX2(panel, src *float32, lda, k8 int): a 6-row
+// A micro-panel from a row-major A (row r at src+r*lda), panel[p*6+r] =
+// src[r*lda+p] for p < 8·k8, eight steps at a time. Rows 0–3 are transposed
+// within 128-bit lanes (VUNPCK[LH]PS, VSHUFPS), so lane 0 of each result
+// holds a step of the first four steps and lane 1 one of the last four;
+// rows 4 and 5 are interleaved into pairs (VUNPCK[LH]PS). Each step is then
+// a 16-byte store and an 8-byte one, and no instruction crosses lanes
+// except VEXTRACTF128.
+func genPackA6() {
+	const name = "packA6AVX2"
+	emit("// func %s(panel, src *float32, lda, k8 int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-32", name)
+	emit("\tMOVQ panel+0(FP), DI")
+	emit("\tMOVQ src+8(FP), SI")
+	emit("\tMOVQ lda+16(FP), DX")
+	emit("\tSHLQ $2, DX")
+	emit("\tLEAQ (DX)(DX*2), R10") // 3 rows
+	emit("\tLEAQ (SI)(DX*4), R11") // row 4
+	emit("\tMOVQ k8+24(FP), CX")
+	emit("\tTESTQ CX, CX")
+	emit("\tJEQ %s_done", name)
+	emit("%s_loop:", name)
+	for i, mem := range []string{"(SI)", "(SI)(DX*1)", "(SI)(DX*2)", "(SI)(R10*1)", "(R11)", "(R11)(DX*1)"} {
+		emit("\tVMOVUPS %s, Y%d", mem, i)
+	}
+	// Rows 0–3: a 4×4 transpose in each lane, into Y8–Y11 (step q in lane
+	// 0, step 4+q in lane 1 of Y(8+q)).
+	emit("\tVUNPCKLPS Y1, Y0, Y6")  // r0p0 r1p0 r0p1 r1p1
+	emit("\tVUNPCKHPS Y1, Y0, Y7")  // r0p2 r1p2 r0p3 r1p3
+	emit("\tVUNPCKLPS Y3, Y2, Y12") // r2p0 r3p0 r2p1 r3p1
+	emit("\tVUNPCKHPS Y3, Y2, Y13") // r2p2 r3p2 r2p3 r3p3
+	emit("\tVSHUFPS $0x44, Y12, Y6, Y8")
+	emit("\tVSHUFPS $0xEE, Y12, Y6, Y9")
+	emit("\tVSHUFPS $0x44, Y13, Y7, Y10")
+	emit("\tVSHUFPS $0xEE, Y13, Y7, Y11")
+	// Rows 4–5: pairs, steps 0,1 (lane 0) and 4,5 (lane 1) in Y14; steps
+	// 2,3 and 6,7 in Y15.
+	emit("\tVUNPCKLPS Y5, Y4, Y14")
+	emit("\tVUNPCKHPS Y5, Y4, Y15")
+	for q := 0; q < 4; q++ {
+		emit("\tVMOVUPS X%d, %d(DI)", 8+q, q*24)
+	}
+	emit("\tVMOVLPS X14, 16(DI)")
+	emit("\tVMOVHPS X14, 40(DI)")
+	emit("\tVMOVLPS X15, 64(DI)")
+	emit("\tVMOVHPS X15, 88(DI)")
+	for q := 0; q < 4; q++ {
+		emit("\tVEXTRACTF128 $1, Y%d, %d(DI)", 8+q, (4+q)*24)
+	}
+	emit("\tVEXTRACTF128 $1, Y14, X14")
+	emit("\tVEXTRACTF128 $1, Y15, X15")
+	emit("\tVMOVLPS X14, 112(DI)")
+	emit("\tVMOVHPS X14, 136(DI)")
+	emit("\tVMOVLPS X15, 160(DI)")
+	emit("\tVMOVHPS X15, 184(DI)")
+	emit("\tADDQ $32, SI")
+	emit("\tADDQ $32, R11")
+	emit("\tADDQ $192, DI")
+	emit("\tDECQ CX")
+	emit("\tJNE %s_loop", name)
+	emit("%s_done:", name)
+	emit("\tVZEROUPPER")
+	emit("\tRET")
+	emit("")
+}
+
 func log2(n int) int {
 	l := 0
 	for 1<<l < n {
@@ -189,5 +278,10 @@ func main() {
 	// Edge kernels: the first 2 or 4 rows of a 6-row packed panel.
 	gen(kernel{name: "sgemmKernelAVX2x2", mr: 2, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
 	gen(kernel{name: "sgemmKernelAVX2x4", mr: 4, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
+	// The same kernels on B panels of bfloat16 pairs (GemmHalf).
+	gen(kernel{name: "sgemmKernelAVX2BF16", mr: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256, bf16: true})
+	gen(kernel{name: "sgemmKernelAVX2BF16x2", mr: 2, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256, bf16: true})
+	gen(kernel{name: "sgemmKernelAVX2BF16x4", mr: 4, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256, bf16: true})
+	genPackA6()
 	os.Stdout.WriteString(w.String())
 }

@@ -56,7 +56,7 @@ func BenchmarkPack(b *testing.B) {
 	for _, tr := range []bool{false, true} {
 		b.Run(fmt.Sprintf("A/trans=%v", tr), func(b *testing.B) {
 			for b.Loop() {
-				packA(dst, tr, src, 512, 0, 0, 168, 256, 14)
+				packA(dst, tr, src, 512, 0, 0, 168, 256, 14, nil)
 			}
 			b.ReportMetric(float64(168*256)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
 		})

@@ -362,3 +362,31 @@ func FuzzGemm(f *testing.F) {
 		g.run(t, kernelGo, 1)
 	})
 }
+
+// TestPackAFast checks each kernel's fast A packer against the definition
+// panel[p·mr+r] = a[r·lda+p], for step counts around multiples of 8.
+func TestPackAFast(t *testing.T) {
+	forEachKernel(t, func(t *testing.T, kern *gemmKernel) {
+		if kern.packAT == nil {
+			t.Skipf("kernel %s packs A with packTranspose", kern.name)
+		}
+		r := rand.New(rand.NewPCG(13, 14))
+		mr := kern.mr
+		for _, kb := range []int{1, 7, 8, 9, 16, 17, 64, 255, 256, 259} {
+			lda := kb + r.IntN(5)
+			src := randSlice(r, (mr-1)*lda+kb)
+			got := make([]float32, mr*kb)
+			for i := range got {
+				got[i] = float32(math.NaN())
+			}
+			kern.packAT(got, src, lda, kb)
+			for p := 0; p < kb; p++ {
+				for i := 0; i < mr; i++ {
+					if want := src[i*lda+p]; !sameBits(got[p*mr+i], want) {
+						t.Fatalf("kb=%d lda=%d: panel[%d] (step %d row %d) = %v, want %v", kb, lda, p*mr+i, p, i, got[p*mr+i], want)
+					}
+				}
+			}
+		}
+	})
+}

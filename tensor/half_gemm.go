@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"unsafe"
 )
 
 // Half names a 16-bit floating-point storage format (see half.go).
@@ -43,8 +44,10 @@ func (f Half) valid() bool { return f == BF16 || f == F16 }
 //
 // Few rows (decoding: m ≤ HalfGEMVRows with transB) take a matrix-vector
 // kernel that streams B once from memory, 16 bits a weight, widening in
-// registers. Larger products take Gemm's packed, cache-blocked path (the
-// same micro-kernels), widening B to float32 while packing its panels.
+// registers. Larger products take Gemm's packed, cache-blocked path: with
+// AVX2, bfloat16 panels stay 16-bit (reordered into pairs) and the
+// micro-kernel widens them in registers; otherwise B is widened to float32
+// while its panels are packed, for Gemm's micro-kernels.
 // Large products run on up to Threads() goroutines, split over n.
 //
 // Bad arguments (negative sizes, leading dimensions smaller than a row,
@@ -130,6 +133,12 @@ type halfPath struct {
 	// (pairOrder16).
 	gemvPairBF16 bool
 	widen        func(dst []float32, src []uint16, f Half)
+	// kernBF16, when set, takes bfloat16 products on the packed path: a
+	// micro-kernel that widens B in registers (widening is exact and free
+	// beside the FMAs) from panels of 16-bit pairs that packBF16 packs;
+	// packing then moves half the bytes and does no arithmetic.
+	kernBF16 *gemmKernel
+	packBF16 func(dst []uint16, transB bool, b []uint16, ldb, p0, j0, kb, nb int)
 }
 
 type halfPathAvail struct {
@@ -196,6 +205,10 @@ func gemmHalfParallel(hp *halfPath, threads int, transB bool, m, n, k int, alpha
 // gemmHalfSerial is gemmSerial with B widened from 16 bits while packing;
 // A is never transposed.
 func gemmHalfSerial(hp *halfPath, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
+	if f == BF16 && hp.kernBF16 != nil {
+		gemmBF16Serial(hp, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	kern := hp.kern
 	buf := kern.getBuf()
 	defer kern.pool.Put(buf)
@@ -210,9 +223,79 @@ func gemmHalfSerial(hp *halfPath, transB bool, m, n, k int, alpha float32, a []f
 			hp.packB(buf.b, transB, b, ldb, pc, jc, kb, nb, kern.nr, f)
 			for ic := 0; ic < m; ic += kern.mc {
 				mb := min(kern.mc, m-ic)
-				packA(buf.a, false, a, lda, ic, pc, mb, kb, kern.mr)
+				packA(buf.a, false, a, lda, ic, pc, mb, kb, kern.mr, kern.packAT)
 				macroKernel(kern, buf, mb, nb, kb, alpha, betaP, c[ic*ldc+jc:], ldc)
 			}
+		}
+	}
+}
+
+// gemmBF16Serial is gemmHalfSerial for bfloat16 B on hp.kernBF16: B's
+// blocks are packed as 16-bit pairs (hp.packBF16) and widened by the
+// micro-kernel.
+func gemmBF16Serial(hp *halfPath, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
+	kern := hp.kernBF16
+	buf := kern.getBuf()
+	defer kern.pool.Put(buf)
+	// The B buffer holds float32 slots; the panels are 16-bit values, two
+	// a slot.
+	b16 := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(buf.b))), 2*len(buf.b))
+	for jc := 0; jc < n; jc += kern.nc {
+		nb := min(kern.nc, n-jc)
+		for pc := 0; pc < k; pc += kern.kc {
+			kb := min(kern.kc, k-pc)
+			betaP := beta
+			if pc > 0 {
+				betaP = 1
+			}
+			hp.packBF16(b16, transB, b, ldb, pc, jc, kb, nb)
+			for ic := 0; ic < m; ic += kern.mc {
+				mb := min(kern.mc, m-ic)
+				packA(buf.a, false, a, lda, ic, pc, mb, kb, kern.mr, kern.packAT)
+				macroKernel(kern, buf, mb, nb, kb, alpha, betaP, c[ic*ldc+jc:], ldc)
+			}
+		}
+	}
+}
+
+// pairsNR is the panel width of the bfloat16-pair layout.
+const pairsNR = 16
+
+// pairSlot is where column j (< 16) of a step goes in the pair layout: 32-bit
+// lane j mod 8, the low half for j < 8 and the high half for the rest, so
+// that shifting each lane left by 16 widens columns 0–7 and masking off its
+// low half widens columns 8–15.
+func pairSlot(j int) int {
+	if j < 8 {
+		return 2 * j
+	}
+	return 2*(j-8) + 1
+}
+
+// packPairsGo packs the kb×nb block of a bfloat16 op(B) at (p0, j0) into
+// ceil(nb/16) panels of kb steps of 16 values in pair order (pairSlot),
+// columns past nb zero: the layout of hp.packBF16, portably.
+func packPairsGo(dst []uint16, transB bool, b []uint16, ldb, p0, j0, kb, nb int) {
+	for jr := 0; jr < nb; jr += pairsNR {
+		packPairsPanelGo(dst[jr*kb:jr*kb+pairsNR*kb], transB, b, ldb, p0, j0+jr, min(pairsNR, nb-jr), 0, kb)
+	}
+}
+
+// packPairsPanelGo writes steps [s0, kb) of one panel: the nrr ≤ 16 columns
+// from j0 of op(B) at rows p0+s, zero past nrr.
+func packPairsPanelGo(panel []uint16, transB bool, b []uint16, ldb, p0, j0, nrr, s0, kb int) {
+	for s := s0; s < kb; s++ {
+		st := panel[s*pairsNR : s*pairsNR+pairsNR]
+		for j := 0; j < pairsNR; j++ {
+			var v uint16
+			if j < nrr {
+				if transB {
+					v = b[(j0+j)*ldb+p0+s]
+				} else {
+					v = b[(p0+s)*ldb+j0+j]
+				}
+			}
+			st[pairSlot(j)] = v
 		}
 	}
 }

@@ -28,6 +28,12 @@ func packTBF16AVX2(panel *float32, src *uint16, ld, width, r8, k8 int)
 func packTF16AVX2(panel *float32, src *uint16, ld, width, r8, k8 int)
 
 //go:noescape
+func packPairsRunsAVX2(panel, src *uint16, ld, kb int)
+
+//go:noescape
+func packPairsTAVX2(panel, src *uint16, ld, k8 int)
+
+//go:noescape
 func hgemvBF16AVX2M1(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
 
 //go:noescape
@@ -55,7 +61,7 @@ var hasHalfAVX2 = hasAVX2 && cpu.X86.HasF16C
 // that bounds them.
 var (
 	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPairBF16: true, widen: widenAVX2}
-	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPairBF16: true, widen: widenAVX2}
+	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, kernBF16: kernelAVX2BF16, packBF16: packPairsAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPairBF16: true, widen: widenAVX2}
 )
 
 // halfPaths lists the GemmHalf implementations of this build, fastest
@@ -118,6 +124,40 @@ func packBHalfAVX2(dst []float32, transB bool, b []uint16, ldb, p0, j0, kb, nb, 
 		}
 		if k8*8 < kb {
 			packTransposeHalfGo(panel[k8*8*nr:], src[k8*8:], ldb, nr, nr, kb-k8*8, f)
+		}
+	}
+}
+
+// kernelAVX2BF16 is kernelAVX2 on panels of bfloat16 pairs (GemmHalf's
+// bfloat16 products): the same tile and blocking.
+var kernelAVX2BF16 = &gemmKernel{name: "avx2-bf16", mr: 6, nr: pairsNR, mc: 144, kc: 256, nc: 2048, bPairs: true, packAT: packA6, fn: sgemmKernelAVX2BF16,
+	edges: []edgeKernel{{2, sgemmKernelAVX2BF16x2}, {4, sgemmKernelAVX2BF16x4}}}
+
+// packPairsAVX2 is packPairsGo with full panels packed by the assembly
+// kernels; partial panels, and the steps past a multiple of 8 of a
+// transposed panel, take the Go code.
+func packPairsAVX2(dst []uint16, transB bool, b []uint16, ldb, p0, j0, kb, nb int) {
+	for jr := 0; jr < nb; jr += pairsNR {
+		nrr := min(pairsNR, nb-jr)
+		panel := dst[jr*kb : jr*kb+pairsNR*kb]
+		if nrr < pairsNR || kb == 0 {
+			packPairsPanelGo(panel, transB, b, ldb, p0, j0+jr, nrr, 0, kb)
+			continue
+		}
+		if !transB {
+			off := p0*ldb + j0 + jr
+			src := b[off : off+(kb-1)*ldb+pairsNR]
+			packPairsRunsAVX2(&panel[0], &src[0], ldb, kb)
+			continue
+		}
+		off := (j0+jr)*ldb + p0
+		src := b[off : off+(pairsNR-1)*ldb+kb]
+		k8 := kb / 8
+		if k8 > 0 {
+			packPairsTAVX2(&panel[0], &src[0], ldb, k8)
+		}
+		if k8*8 < kb {
+			packPairsPanelGo(panel, transB, b, ldb, p0, j0+jr, pairsNR, k8*8, kb)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -433,6 +434,69 @@ func TestPackBHalf(t *testing.T) {
 							}
 						}
 					}
+				}
+			}
+		}
+	})
+}
+
+// TestPackPairs checks the bfloat16 pair packer of every path that has one
+// against the definition: step s of the panel of columns j0…j0+15 holds
+// op(B)[p0+s, j0+j] at 16-bit slot 2j (j < 8) or 2(j−8)+1, zero past nb;
+// widening each 32-bit lane's halves (the micro-kernel's shift and mask)
+// then gives columns 0–7 and 8–15 in order. Steps that are not a multiple
+// of 8 and partial panels are included.
+func TestPackPairs(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	forEachHalfPath(t, func(t *testing.T, hp *halfPath) {
+		if hp.packBF16 == nil {
+			t.Skipf("path %s packs bfloat16 as float32", hp.name)
+		}
+		for _, transB := range []bool{true, false} {
+			for _, s := range [][2]int{{1, 1}, {7, 16}, {8, 16}, {9, 17}, {19, 64}, {33, 100}, {64, 15}, {256, 48}} {
+				kb, nb := s[0], s[1]
+				ldb := nb + 3
+				if transB {
+					ldb = kb + 5
+				}
+				b := make([]uint16, (kb+nb+4)*ldb)
+				for i := range b {
+					b[i] = uint16(r.Uint32())
+				}
+				const p0, j0 = 2, 1
+				panels := (nb + 15) / 16
+				got := make([]uint16, panels*16*kb)
+				for i := range got {
+					got[i] = 0xdead // every slot must be written
+				}
+				hp.packBF16(got, transB, b, ldb, p0, j0, kb, nb)
+				for pn := 0; pn < panels; pn++ {
+					for st := 0; st < kb; st++ {
+						lanes := got[(pn*kb+st)*16 : (pn*kb+st)*16+16]
+						for j := 0; j < 16; j++ {
+							col := pn*16 + j
+							var want uint16
+							if col < nb {
+								if transB {
+									want = b[(j0+col)*ldb+p0+st]
+								} else {
+									want = b[(p0+st)*ldb+j0+col]
+								}
+							}
+							slot := 2 * j
+							if j >= 8 {
+								slot = 2*(j-8) + 1
+							}
+							if lanes[slot] != want {
+								t.Fatalf("transB=%v kb=%d nb=%d: panel %d step %d column %d = %#04x, want %#04x", transB, kb, nb, pn, st, j, lanes[slot], want)
+							}
+						}
+					}
+				}
+				ref := make([]uint16, len(got))
+				packPairsGo(ref, transB, b, ldb, p0, j0, kb, nb)
+				if !slices.Equal(ref, got) {
+					t.Fatalf("transB=%v kb=%d nb=%d: packPairsGo differs from %s's packer", transB, kb, nb, hp.name)
 				}
 			}
 		}
