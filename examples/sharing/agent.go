@@ -100,7 +100,7 @@ func runAgent(spec agentSpec, in io.Reader, out io.Writer) (*agentResult, error)
 			return nil, fmt.Errorf("agent %d: connect %s: %w", spec.Index, spec.URL, err)
 		}
 		defer nc.Close()
-		grp, err = gradshare.Join(nc, gradshare.Config{Group: spec.Group, Agent: "a" + strconv.Itoa(spec.Index), Grad: spec.Cond.Grad})
+		grp, err = gradshare.Join(nc, gradshare.Config{Group: spec.Group, Agent: "a" + strconv.Itoa(spec.Index), Grad: spec.Cond.Grad, Size: m.size()})
 		if err != nil {
 			return nil, fmt.Errorf("agent %d: %w", spec.Index, err)
 		}

@@ -82,6 +82,11 @@ type Config struct {
 	// Param is the codec of PublishParams (gradcomp.Raw when zero; Q8
 	// also works, top-k codecs make little sense for parameters).
 	Param gradcomp.Codec
+	// Size, when positive, is the length of every gradient and parameter
+	// vector: a message declaring another length is dropped before it is
+	// decoded (a sparse message can be tiny yet declare millions of
+	// values).
+	Size int
 }
 
 // Update is one peer's latest message, decoded.
@@ -169,6 +174,9 @@ func Join(nc *nats.Conn, cfg Config) (*Group, error) {
 	s := cfg.Grad
 	if s.Noise < 0 || (s.Noise > 0 && s.Clip <= 0) {
 		return nil, fmt.Errorf("gradshare: DP noise multiplier %g needs a positive clip norm (got %g)", s.Noise, s.Clip)
+	}
+	if cfg.Size < 0 {
+		return nil, fmt.Errorf("gradshare: negative vector size %d", cfg.Size)
 	}
 	if s.Frac < 0 || s.Frac > 1 {
 		return nil, fmt.Errorf("gradshare: top-k fraction %g outside [0, 1]", s.Frac)
@@ -280,7 +288,7 @@ func (g *Group) receive(m *nats.Msg) {
 	if agent == g.cfg.Agent {
 		return
 	}
-	u, kind, err := decode(m.Data)
+	u, kind, err := decode(m.Data, g.cfg.Size)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.stats.RecvMsgs++
@@ -305,7 +313,7 @@ func (g *Group) receive(m *nats.Msg) {
 	g.changed = make(chan struct{})
 }
 
-func decode(b []byte) (*Update, byte, error) {
+func decode(b []byte, size int) (*Update, byte, error) {
 	if len(b) < 2 {
 		return nil, 0, fmt.Errorf("%d-byte message", len(b))
 	}
@@ -325,6 +333,10 @@ func decode(b []byte) (*Update, byte, error) {
 		}
 		u.Score = math.Float64frombits(binary.LittleEndian.Uint64(b))
 		b = b[8:]
+	}
+	// gradcomp's header: codec byte, then the value count (uint32 LE).
+	if size > 0 && len(b) >= 5 && int(binary.LittleEndian.Uint32(b[1:])) != size {
+		return nil, 0, fmt.Errorf("%d values, want %d", binary.LittleEndian.Uint32(b[1:]), size)
 	}
 	v, err := gradcomp.Decode(nil, b)
 	if err != nil {

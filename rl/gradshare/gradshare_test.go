@@ -407,14 +407,27 @@ func TestErrors(t *testing.T) {
 		{Group: "g", Agent: "*"},
 		{Group: "g", Agent: "a", Grad: gradshare.Settings{Noise: 1}},
 		{Group: "g", Agent: "a", Grad: gradshare.Settings{Codec: gradcomp.TopK, Frac: 2}},
+		{Group: "g", Agent: "a", Size: -1},
 	} {
 		if _, err := gradshare.Join(nc, c); err == nil {
 			t.Errorf("Join(%+v): no error", c)
 		}
 	}
-	// Malformed messages from a peer are counted and dropped.
-	b, _, _ := agent(t, url, "b", gradshare.Settings{})
-	for i, m := range [][]byte{nil, {1}, {9, 0, 0}, {1, 0, 1, 255, 255, 255, 255}, {2, 0, 1}} {
+	// Malformed messages from a peer are counted and dropped, and so is
+	// a well-formed one of the wrong size (a 19-byte top-k message
+	// declaring 2^25 values, one kept, that would decode to 128 MiB).
+	bnc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bnc.Close()
+	b, err := gradshare.Join(bnc, gradshare.Config{Group: "g", Agent: "b", Size: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	huge := []byte{1, 0, byte(gradcomp.TopK), 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 128, 63}
+	for i, m := range [][]byte{nil, {1}, {9, 0, 0}, {1, 0, 1, 255, 255, 255, 255}, {2, 0, 1}, huge} {
 		if err := nc.Publish("troupe.grad.g.x"+strconv.Itoa(i), m); err != nil {
 			t.Fatal(err)
 		}
@@ -423,16 +436,22 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for b.Stats().RecvMsgs < 5 && time.Now().Before(deadline) {
+	for b.Stats().RecvMsgs < 6 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if s := b.Stats(); s.Dropped != 5 || s.LastError == nil || len(b.Peers()) != 0 {
-		t.Errorf("stats %+v, peers %v: want 5 dropped", s, b.Peers())
+	if s := b.Stats(); s.Dropped != 6 || s.LastError == nil || len(b.Peers()) != 0 {
+		t.Errorf("stats %+v, %d peers: want 6 dropped and none", s, len(b.Peers()))
+	}
+	if err := nc.Publish("troupe.grad.g.ok", []byte{1, 0, byte(gradcomp.Raw), 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Gather(ctx(t), 0, 1); err != nil || len(got) != 1 || len(got[0].Values) != 3 {
+		t.Errorf("a message of the right size: %d updates, %v", len(got), err)
 	}
 	c, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := b.Gather(c, 0, 1); err == nil {
-		t.Error("Gather with no peer: no error")
+	if _, err := b.Gather(c, 5, 1); err == nil {
+		t.Error("Gather of a step no peer reached: no error")
 	}
 }
 
