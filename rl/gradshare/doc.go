@@ -25,8 +25,8 @@
 // JetStream publish that the server stores (a file or memory write) and
 // acknowledges with a reply message, so each update would cost a store
 // write, an acknowledgement round trip and the bytes of that reply, and
-// every delivery to a watcher carries a JetStream reply subject of some
-// sixty bytes (stream, consumer and sequence metadata); the subscriber's own
+// every delivery to a watcher carries a JetStream reply subject of several
+// tens of bytes (stream, consumer and sequence metadata); the subscriber's own
 // map of the last update per agent gives the same last-value semantics for
 // none of that. What core NATS does not give is delivery after a
 // disconnection or to a slow consumer: Gather then waits for its context's
