@@ -118,7 +118,14 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	} else {
 		opts = append(opts, nats.RetryOnFailedConnect(false))
 	}
+	// A server that is still starting (or restarting) is waited for up
+	// to ConnectTimeout rather than failing the process at once.
+	deadline := time.Now().Add(cfg.ConnectTimeout)
 	nc, err := nats.Connect(url, opts...)
+	for err != nil && url != "" && errors.Is(err, nats.ErrNoServers) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(250 * time.Millisecond)
+		nc, err = nats.Connect(url, opts...)
+	}
 	if err != nil {
 		b.shutdown()
 		where := url

@@ -724,6 +724,11 @@ func (s *Server) acceptFinishedLocked(fe *finishedEpisode) {
 	}
 	s.acct.Ended++
 	s.acct.EndedRewardSum += fe.reward
+	if s.cfg.Role == RoleRollout {
+		// The trainer takes it from the journal.
+		delete(s.jseq, fe.seq)
+		return
+	}
 	s.bufferLocked(fe)
 }
 

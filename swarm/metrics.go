@@ -5,23 +5,25 @@ import (
 )
 
 type metrics struct {
-	requests      *prometheus.CounterVec
-	latency       *prometheus.HistogramVec
-	episodes      *prometheus.CounterVec
-	open          prometheus.Gauge
-	globalStep    prometheus.Gauge
-	statusG       *prometheus.GaugeVec
-	tokens        *prometheus.CounterVec
-	rewardSum     *prometheus.GaugeVec // a gauge: rewards may be negative
-	rewardCount   *prometheus.CounterVec
-	batchReward   prometheus.Gauge
-	dropped       *prometheus.CounterVec
-	journalErrors prometheus.Counter
-	recovered     prometheus.Counter
-	trainSteps    prometheus.Counter
-	trainSeconds  prometheus.Histogram
-	checkpoints   prometheus.Counter
-	panics        prometheus.Counter
+	requests         *prometheus.CounterVec
+	latency          *prometheus.HistogramVec
+	episodes         *prometheus.CounterVec
+	open             prometheus.Gauge
+	globalStep       prometheus.Gauge
+	statusG          *prometheus.GaugeVec
+	tokens           *prometheus.CounterVec
+	rewardSum        *prometheus.GaugeVec // a gauge: rewards may be negative
+	rewardCount      *prometheus.CounterVec
+	batchReward      prometheus.Gauge
+	dropped          *prometheus.CounterVec
+	journalErrors    prometheus.Counter
+	recovered        prometheus.Counter
+	weightsPublished prometheus.Histogram
+	weightsLoaded    prometheus.Counter
+	trainSteps       prometheus.Counter
+	trainSeconds     prometheus.Histogram
+	checkpoints      prometheus.Counter
+	panics           prometheus.Counter
 }
 
 var allStatuses = []string{StatusOffline, StatusBooting, StatusRolling, StatusRollingPost, StatusWeightSyncing}
@@ -51,6 +53,10 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Help: "Finished train episodes never trained on, by reason: stale, dummy, overflow (buffer full), shutdown (still buffered when a server without a journal closed), undecodable (a journal message that is not an episode)."}, []string{"reason"}),
 		journalErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_journal_errors_total",
 			Help: "end_episode requests answered 503 because the episode journal did not acknowledge the publish (the episode stayed open)."}),
+		weightsPublished: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "swarm_weights_publish_seconds",
+			Help: "Time to publish one step's weights to the weights bucket (trainer role).", Buckets: prometheus.ExponentialBuckets(1e-3, 4, 10)}),
+		weightsLoaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_weights_loaded_total",
+			Help: "Published weights loaded by a rollout front-end."}),
 		recovered: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_recovered_episodes_total",
 			Help: "Finished episodes taken from the journal rather than from this process's end_episode: replayed after a restart, or published by another front-end."}),
 		trainSteps: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_train_steps_total", Help: "Training steps run by this process."}),
@@ -60,7 +66,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_handler_panics_total", Help: "Panics caught by the recover middleware (should stay 0)."}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.episodes, m.open, m.globalStep, m.statusG, m.tokens,
-		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics, m.journalErrors, m.recovered)
+		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics, m.journalErrors, m.recovered, m.weightsPublished, m.weightsLoaded)
 	m.globalStep.Set(float64(s.model.Version()))
 	m.setStatus(StatusOffline)
 	return m

@@ -124,6 +124,9 @@ type ServerConfig struct {
 	// bus.Open gives one, embedded or external. Nil keeps finished
 	// episodes in memory only.
 	JetStream jetstream.JetStream
+	// Role is RoleBoth (the default), RoleRollout or RoleTrain; the
+	// latter two need JetStream (see the roles' documentation).
+	Role string
 	// JournalName names the episode stream (EpisodeStream); the model's
 	// name when empty. Servers sharing one NATS need distinct names.
 	JournalName string
@@ -180,6 +183,7 @@ type Server struct {
 
 	curves trainCurves // touched by the training goroutine only
 
+	ws         *weightStore             // the weights bucket; nil in RoleBoth
 	jr         *journal                 // nil without ServerConfig.JetStream
 	jseq       map[uint64]*jentry       // journaled episodes not acknowledged yet, by stream sequence
 	jtrained   map[uint64]bool          // sequences the loaded checkpoint already trained (JournalFile)
@@ -290,6 +294,22 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := s.loadTrainConfig(); err != nil {
 		return nil, err
 	}
+	switch cfg.Role {
+	case RoleBoth:
+	case RoleRollout, RoleTrain:
+		if cfg.JetStream == nil {
+			return nil, fmt.Errorf("swarm: role %q needs ServerConfig.JetStream (the episode journal and the weights bucket)", cfg.Role)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.journalTimeout())
+		ws, err := openWeights(ctx, cfg.JetStream, cmp.Or(cfg.JournalName, cfg.Model.Name()), cfg.JournalReplicas)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.ws = ws
+	default:
+		return nil, fmt.Errorf("swarm: unknown role %q (want %q, %q or empty)", cfg.Role, RoleRollout, RoleTrain)
+	}
 	if cfg.JetStream != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.journalTimeout())
 		jr, err := openJournal(ctx, cfg.JetStream, cmp.Or(cfg.JournalName, cfg.Model.Name()), cfg.JournalReplicas, cfg.journalTimeout())
@@ -381,8 +401,16 @@ func (s *Server) Start() error {
 }
 
 func (s *Server) boot() error {
-	err := s.loadCheckpoint()
-	if err == nil && s.jr != nil && s.jr.consume == nil {
+	var err error
+	if s.cfg.Role == RoleRollout {
+		// A front-end serves the weights its trainer publishes.
+		if s.ws.w == nil {
+			err = s.watchWeights()
+		}
+	} else {
+		err = s.loadCheckpoint()
+	}
+	if err == nil && s.jr != nil && s.jr.consume == nil && s.cfg.Role != RoleRollout {
 		// The first boot replays the journal: episodes no checkpoint holds
 		// come back into the buffer.
 		if s.cfg.CheckpointDir != "" {
@@ -543,8 +571,11 @@ func (s *Server) Close() error {
 		}
 		s.mu.Unlock()
 		s.plotCurves()
-		if s.booted.Load() {
+		if s.booted.Load() && s.cfg.Role != RoleRollout {
 			err = s.Checkpoint()
+		}
+		if s.ws != nil && s.ws.w != nil {
+			s.ws.w.Stop()
 		}
 		if s.jr != nil && s.jr.consume != nil {
 			s.jr.consume.Stop()
@@ -954,6 +985,14 @@ func (s *Server) trainOnce() {
 	if ok && err == nil && every > 0 && step > 0 && step%int64(every) == 0 {
 		if err := s.Checkpoint(); err != nil {
 			s.log.Error("checkpoint failed", "err", err)
+		}
+	}
+	if ok && err == nil && s.cfg.Role == RoleTrain {
+		s.modelMu.RLock()
+		err := s.publishWeightsLocked(step)
+		s.modelMu.RUnlock()
+		if err != nil {
+			s.log.Error("weights not published; front-ends keep the previous step", "err", err)
 		}
 	}
 }

@@ -254,7 +254,7 @@ func serve(args []string) error { return serveCmd(args, os.Stdout, os.Stderr) }
 // serveOptions are the flags of troupe swarm serve.
 type serveOptions struct {
 	model, host, multi, publicURL, ckptDir, config, adminTokenFile, pprofAddr string
-	natsURL, dataDir                                                          string
+	natsURL, dataDir, role                                                    string
 	port, ckptEvery, batch, repeat, maxReq, maxEp, maxPerClient               int
 	autostart                                                                 bool
 	maxBody                                                                   int64
@@ -274,6 +274,7 @@ func serveFlags(fs *flag.FlagSet) *serveOptions {
 	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "run directory: checkpoint and training metrics (one subdirectory per model with --multi)")
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 1, "checkpoint every N training steps (0: only on shutdown); episodes are released from the journal once a checkpoint holds them")
 	fs.StringVar(&o.natsURL, "nats", "", "NATS server or cluster holding the episode journal (nats://host:4222); default: a server embedded in this process, storing under --data-dir")
+	fs.StringVar(&o.role, "role", "", "rollout (serve and publish episodes, load published weights) or train (consume episodes, train, publish weights); default both in one process. Needs --nats")
 	fs.StringVar(&o.dataDir, "data-dir", "", "embedded NATS store (default: <checkpoint-dir>/nats; without either, finished episodes live in memory only)")
 	fs.StringVar(&o.config, "config", "", "AgentJet training YAML to apply at start")
 	fs.IntVar(&o.batch, "batch-size", 0, "tasks per training batch (overrides the config)")
@@ -462,7 +463,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 			js = b.JetStream()
 		}
 		s, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: tc, PublicURL: o.publicURL, AdminToken: admin,
-			JetStream: js, JournalName: journal,
+			JetStream: js, JournalName: journal, Role: o.role,
 			CheckpointDir: dir, MaxBodyBytes: o.maxBody, MaxRequestTokens: o.maxReq, MaxEpisodeTokens: o.maxEp,
 			MaxOpenPerClient: o.maxPerClient, MaxDiscardTimeout: o.maxDiscard, MaxAbsReward: o.maxReward,
 			ReadHeaderTimeout: o.readHeader, ReadTimeout: o.read, WriteTimeout: o.write, IdleTimeout: o.idle, Logger: log})
@@ -515,6 +516,14 @@ func (o *serveOptions) openBus(log *slog.Logger) (*bus.Bus, error) {
 	dir := o.dataDir
 	if dir == "" && o.ckptDir != "" {
 		dir = filepath.Join(o.ckptDir, "nats")
+	}
+	switch o.role {
+	case "", swarm.RoleRollout, swarm.RoleTrain:
+	default:
+		return nil, fmt.Errorf("--role %q: want rollout or train (or leave it out for both)", o.role)
+	}
+	if o.role != "" && o.natsURL == "" {
+		return nil, fmt.Errorf("--role %s needs --nats: the trainer and its front-ends meet on a NATS server (troupe nats runs one)", o.role)
 	}
 	if o.natsURL == "" && dir == "" {
 		log.Warn("no --checkpoint-dir, --data-dir or --nats: finished episodes and weights are lost if the process dies")

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/troupe-ml/troupe/bus"
+	"github.com/troupe-ml/troupe/safetensors"
+	"github.com/troupe-ml/troupe/swarm"
+)
+
+// buildNATSServer builds nats-server from the module troupe pins.
+func buildNATSServer(t *testing.T) string {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "nats-server")
+	cmd := exec.Command("go", "build", "-o", exe, "github.com/nats-io/nats-server/v2")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building nats-server from the pinned module: %v\n%s", err, out)
+	}
+	return exe
+}
+
+// TestRolesSurviveKills runs an external nats-server, a trainer and two
+// rollout front-ends as separate processes. Clients finish episodes on
+// both front-ends; one front-end is SIGKILLed with an episode open and the
+// trainer is SIGKILLed while it trains; both come back. Every reward
+// acknowledged with 200 is trained exactly once (in the last row of its
+// step in the trainer's train_metrics.jsonl) or still in the journal, the
+// trainer resumes at its checkpoint's step, and the front-ends load the
+// weights it publishes.
+func TestRolesSurviveKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds nats-server and runs four processes")
+	}
+	natsExe := buildNATSServer(t)
+	nport := freePort(t)
+	nats := exec.Command(natsExe, "-js", "-a", "127.0.0.1", "-p", fmt.Sprint(nport), "-sd", t.TempDir())
+	if err := nats.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nats.Process.Kill(); nats.Wait() })
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", nport)
+
+	tdir := t.TempDir()
+	tport, r1port, r2port := freePort(t), freePort(t), freePort(t)
+	// Front-ends sample with the weights they last loaded; a generous
+	// staleness bound keeps every episode trainable, so that each one
+	// acknowledged must be found trained or journaled.
+	cfgFile := filepath.Join(t.TempDir(), "train.yaml")
+	if err := os.WriteFile(cfgFile, []byte("troupe:\n  max_staleness: 1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--nats", natsURL, "--autostart", "--batch-size", "2", "--num-repeat", "2", "--config", cfgFile}
+	trainArgs := append([]string{"swarm", "serve", "--role", "train", "--port", fmt.Sprint(tport), "--checkpoint-dir", tdir}, common...)
+	rollArgs := func(port int) []string {
+		return append([]string{"swarm", "serve", "--role", "rollout", "--port", fmt.Sprint(port)}, common...)
+	}
+	trainer := startProc(t, trainArgs...)
+	r1 := startProc(t, rollArgs(r1port)...)
+	startProc(t, rollArgs(r2port)...)
+	tc := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", tport))
+	c1 := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", r1port))
+	c2 := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", r2port))
+	for _, c := range []*swarm.Client{tc, c1, c2} {
+		waitRolling(t, c)
+	}
+
+	var mu sync.Mutex
+	acked := map[string]float64{}
+	finish := func(c *swarm.Client, task string, reward float64) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ep, err := c.BeginEpisode(ctx, swarm.BeginOptions{TaskID: task})
+		if err != nil {
+			return err
+		}
+		if _, err := ep.Chat().Create(ctx, swarm.ChatRequest{Messages: []swarm.ChatMessage{{Role: "user", Content: task}}, MaxTokens: 4}); err != nil {
+			return err
+		}
+		if err := c.EndEpisode(ctx, ep, task, swarm.WorkflowResult{Reward: reward}); err != nil {
+			return err
+		}
+		mu.Lock()
+		acked[ep.ID] = reward
+		mu.Unlock()
+		return nil
+	}
+	round := func(n int, from int) {
+		for i := range n {
+			c := c1
+			if i%2 == 1 {
+				c = c2
+			}
+			task := fmt.Sprintf("task-%d", (from+i)/2)
+			if err := finish(c, task, float64(from+i)); err != nil {
+				t.Fatalf("episode %d: %v", from+i, err)
+			}
+		}
+	}
+	round(8, 0) // two training steps' worth
+
+	// A front-end dies with an episode open: that episode was never
+	// acknowledged, and nothing else is lost.
+	ctx := context.Background()
+	ep, err := c1.BeginEpisode(ctx, swarm.BeginOptions{TaskID: "orphan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.kill()
+	startProc(t, rollArgs(r1port)...)
+	waitRolling(t, c1)
+	if err := c1.EndEpisode(ctx, ep, "orphan", swarm.WorkflowResult{Reward: 1}); err == nil {
+		t.Fatal("a restarted front-end accepted the end of an episode it never handed out")
+	}
+
+	// The trainer dies while episodes keep arriving and steps run.
+	done := make(chan struct{})
+	go func() { defer close(done); round(8, 8) }()
+	time.Sleep(30 * time.Millisecond)
+	trainer.kill()
+	<-done
+	ckptStep := checkpointVersion(t, filepath.Join(tdir, swarm.CheckpointFile))
+	rowsBefore := len(metricRows(t, filepath.Join(tdir, swarm.TrainMetricsFile)))
+	trainer = startProc(t, trainArgs...)
+	waitRolling(t, tc)
+	round(8, 16)
+	mu.Lock()
+	want := int64(len(acked) / 4) // every 4 acknowledged episodes make a step
+	mu.Unlock()
+	waitFor(t, 60*time.Second, fmt.Sprintf("the trainer to reach step %d", want), func() bool {
+		st, err := tc.EngineStatus(ctx)
+		return err == nil && st.GlobalStep >= want
+	})
+	waitFor(t, 30*time.Second, "the front-ends to load the trainer's weights", func() bool {
+		a, err1 := c1.EngineStatus(ctx)
+		b, err2 := c2.EngineStatus(ctx)
+		return err1 == nil && err2 == nil && a.GlobalStep >= want && b.GlobalStep >= want
+	})
+
+	// The restarted trainer's first step follows its checkpoint's.
+	if rows := metricRows(t, filepath.Join(tdir, swarm.TrainMetricsFile)); rows[rowsBefore].Step != ckptStep+1 {
+		t.Fatalf("after the restart the trainer trained step %d first; its checkpoint held step %d", rows[rowsBefore].Step, ckptStep)
+	}
+	if m := metricsText(t, tc); strings.Contains(m, "swarm_dropped_episodes_total{") {
+		t.Fatalf("the trainer dropped episodes:\n%s", m)
+	}
+	// Stop the trainer cleanly and account for every acknowledged reward.
+	trainer.cmd.Process.Signal(syscall.SIGTERM)
+	<-trainer.done
+	trained := lastRowEpisodes(t, filepath.Join(tdir, swarm.TrainMetricsFile))
+	buffered := journalEpisodes(t, natsURL, "small")
+	lost, doubled := 0, 0
+	for id := range acked {
+		n := trained[id]
+		if buffered[id] {
+			n++
+		}
+		switch {
+		case n == 0:
+			lost++
+		case n > 1:
+			doubled++
+		}
+	}
+	t.Logf("acknowledged %d, trained %d, still journaled %d, lost %d, doubled %d", len(acked), len(trained), len(buffered), lost, doubled)
+	if lost != 0 || doubled != 0 {
+		t.Fatalf("%d acknowledged rewards lost, %d trained twice", lost, doubled)
+	}
+}
+
+// checkpointVersion is the model version a tabular checkpoint holds (0
+// when there is none yet).
+func checkpointVersion(t *testing.T, path string) int64 {
+	f, err := safetensors.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	v, err := strconv.ParseInt(f.Metadata["version"], 10, 64)
+	if err != nil {
+		t.Fatalf("%s: version %q: %v", path, f.Metadata["version"], err)
+	}
+	return v
+}
+
+type metricRow struct {
+	Step int64    `json:"step"`
+	IDs  []string `json:"episode_ids"`
+}
+
+// metricRows reads a train_metrics.jsonl.
+func metricRows(t *testing.T, path string) []metricRow {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []metricRow
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var r metricRow
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// lastRowEpisodes counts, over the last row of every step in a
+// train_metrics.jsonl, how often each episode was trained.
+func lastRowEpisodes(t *testing.T, path string) map[string]int {
+	rows := map[int64][]string{}
+	for _, r := range metricRows(t, path) {
+		rows[r.Step] = r.IDs
+	}
+	out := map[string]int{}
+	for _, ids := range rows {
+		for _, id := range ids {
+			out[id]++
+		}
+	}
+	return out
+}
+
+// journalEpisodes lists the episodes still in a model's journal stream.
+func journalEpisodes(t *testing.T, natsURL, model string) map[string]bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{URL: natsURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st, err := b.JetStream().Stream(ctx, swarm.EpisodeStream(model))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var je swarm.JournaledEpisode
+		if err := json.Unmarshal(m.Data, &je); err != nil {
+			t.Fatal(err)
+		}
+		out[je.ID] = true
+	}
+	return out
+}

@@ -1,0 +1,144 @@
+package swarm
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/troupe-ml/troupe/bus"
+)
+
+// Server roles. A model's trainer and its rollout front-ends may run as
+// separate processes on separate machines, joined by one NATS: the
+// front-ends serve chat and episodes and publish finished episodes to the
+// journal; the trainer consumes the journal, trains, checkpoints and
+// publishes the weights of every step, which the front-ends load.
+const (
+	// RoleBoth serves, trains and checkpoints in one process (the default).
+	RoleBoth = ""
+	// RoleRollout serves chat and episodes, publishes finished episodes,
+	// and loads the weights the trainer publishes; it never trains.
+	RoleRollout = "rollout"
+	// RoleTrain consumes the journal, trains, checkpoints and publishes
+	// weights (its own endpoints keep working, as in RoleBoth).
+	RoleTrain = "train"
+)
+
+// WeightsBucket is the JetStream object-store bucket holding a model's
+// published weights, one object per step (WeightsObject), the last two
+// kept. Objects are chunked by the object store, so a large model's
+// weights need no special handling.
+func WeightsBucket(model string) string { return "TROUPE_WEIGHTS_" + bus.Subject(model) }
+
+// WeightsObject names the weights of one step in WeightsBucket.
+func WeightsObject(step int64) string { return fmt.Sprintf("step-%012d", step) }
+
+func weightsStep(name string) (int64, bool) {
+	s, ok := strings.CutPrefix(name, "step-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n >= 0
+}
+
+const keepWeights = 2
+
+type weightStore struct {
+	obs jetstream.ObjectStore
+	w   jetstream.ObjectWatcher // rollout role only
+}
+
+func openWeights(ctx context.Context, js jetstream.JetStream, name string, replicas int) (*weightStore, error) {
+	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      WeightsBucket(name),
+		Description: "weights of " + name + " published by its trainer, one object per step",
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(1, replicas),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("swarm: weights bucket %s: %w", WeightsBucket(name), err)
+	}
+	return &weightStore{obs: obs}, nil
+}
+
+// publishWeights puts the model's current weights into the bucket and
+// deletes all but the last keepWeights steps. The caller holds modelMu (at
+// least for reading).
+func (s *Server) publishWeightsLocked(step int64) error {
+	var buf bytes.Buffer
+	if err := s.model.Save(&buf); err != nil {
+		return fmt.Errorf("swarm: serialise weights of step %d: %w", step, err)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*s.cfg.journalTimeout()+time.Duration(buf.Len()/(1<<20))*time.Second)
+	defer cancel()
+	if _, err := s.ws.obs.PutBytes(ctx, WeightsObject(step), buf.Bytes()); err != nil {
+		return fmt.Errorf("swarm: publish weights of step %d: %w", step, err)
+	}
+	s.m.weightsPublished.Observe(time.Since(start).Seconds())
+	lister, err := s.ws.obs.List(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil // the weights are out; pruning waits for the next step
+	}
+	for _, info := range lister {
+		if n, ok := weightsStep(info.Name); ok && n <= step-keepWeights {
+			s.ws.obs.Delete(ctx, info.Name)
+		}
+	}
+	return nil
+}
+
+// watchWeights (rollout role) loads every newer step the trainer
+// publishes, starting with the newest already in the bucket.
+func (s *Server) watchWeights() error {
+	w, err := s.ws.obs.Watch(context.Background(), jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("swarm: watch %s: %w", WeightsBucket(cmp.Or(s.cfg.JournalName, s.model.Name())), err)
+	}
+	s.ws.w = w
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for info := range w.Updates() {
+			if info == nil {
+				continue // the end of the initial listing
+			}
+			step, ok := weightsStep(info.Name)
+			if !ok || step <= s.step.Load() {
+				continue
+			}
+			if err := s.loadPublished(info.Name, step); err != nil {
+				s.log.Error("loading published weights failed; serving the previous ones", "object", info.Name, "err", err)
+			}
+		}
+	}()
+	return nil
+}
+
+func (s *Server) loadPublished(name string, step int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b, err := s.ws.obs.GetBytes(ctx, name)
+	if err != nil {
+		return err
+	}
+	s.modelMu.Lock()
+	err = s.model.Load(bytes.NewReader(b))
+	v := s.model.Version()
+	s.modelMu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.step.Store(v)
+	s.m.globalStep.Set(float64(v))
+	s.m.weightsLoaded.Inc()
+	s.log.Info("loaded published weights", "object", name, "global_step", v, "bytes", len(b))
+	return nil
+}
