@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"strings"
 
 	"examples/translation/corpus"
@@ -17,29 +16,30 @@ const (
 	sysFinal     = "Write the final translation."
 )
 
-// task is one sentence of the workflow with what the graders need.
+// task is one sentence of the workflow; Terms are the glossary terms of En that Ref uses.
 type task struct {
-	ID  string
-	En  string
-	Ref string
-	// Terms are the glossary terms of En that Ref uses (the terminology the
-	// translation must get right).
-	Terms []corpus.Term
+	ID, En, Ref string
+	Terms       []corpus.Term
 }
 
+// makeTasks are the pairs that fit the length bounds, as tasks.
 func makeTasks(pairs []corpus.Pair, g *corpus.Glossary, maxEnBytes, maxZhRunes int) []task {
 	var out []task
 	for _, p := range pairs {
-		if len(p.En) > maxEnBytes || len([]rune(p.Zh)) > maxZhRunes || strings.ContainsAny(p.En, "\n\t") {
-			continue
+		if len(p.En) <= maxEnBytes && len([]rune(p.Zh)) <= maxZhRunes && !strings.ContainsAny(p.En, "\n\t") {
+			out = append(out, task{ID: p.Domain + ":" + p.En, En: p.En, Ref: p.Zh, Terms: usedTerms(g.TermsIn(p.En), p.Zh)})
 		}
-		t := task{ID: p.Domain + ":" + p.En, En: p.En, Ref: p.Zh}
-		for _, term := range g.TermsIn(p.En) {
-			if strings.Contains(p.Zh, term.Zh) {
-				t.Terms = append(t.Terms, term)
-			}
+	}
+	return out
+}
+
+// usedTerms are the terms whose rendering zh has.
+func usedTerms(terms []corpus.Term, zh string) []corpus.Term {
+	var out []corpus.Term
+	for _, term := range terms {
+		if strings.Contains(zh, term.Zh) {
+			out = append(out, term)
 		}
-		out = append(out, t)
 	}
 	return out
 }
@@ -48,21 +48,14 @@ func msgsTranslate(en string) []tokenizer.Message {
 	return []tokenizer.Message{{Role: "system", Content: sysTranslate}, {Role: "user", Content: en}}
 }
 
-// glossaryHinter writes agent 2's glossary hint: the glossary entries of
-// the English's terms (at most three, longest first: hintTerms), each with
-// a string-matching checker's verdict on the rough translation:
+// glossaryHinter writes agent 2's glossary hint, the entries of the
+// English's terms (at most three, longest first) marked by a string checker:
 //
 //	Glossary: "degrees of freedom"=自由度 (missing); "matrix"=矩阵 (found)
 //
-// With the entries in its prompt agent 2 copies a correction with its
-// pointer head instead of recalling hundreds of renderings, and starts from
-// the checker's verdicts (checkerErrors): its reward pays for finding where
-// the checker is wrong (an entry the translators did not use).
-//
-// The English is quoted so that it follows a quote as in agent 2's answer
-// ("original_word":"degrees of freedom"). Unquoted it would follow a
-// space, which the GPT-2-style pre-tokenizer keeps in the word's chunk, and
-// the pointer head could not copy the term's first token into the answer.
+// Agent 2 then copies corrections with its pointer head rather than recall
+// renderings. The English is quoted as in agent 2's answer: after a space
+// the pre-tokenizer would give the term other tokens, which cannot be copied.
 type glossaryHinter struct {
 	G *corpus.Glossary
 }
@@ -102,8 +95,7 @@ func checkerErrors(g *corpus.Glossary, en, rough string) []grader.TermError {
 	return missingTerms(hintTerms(g, en), rough)
 }
 
-// truthErrors lists the true terminology errors of a rough translation: the
-// task's terms whose rendering is missing from it.
+// truthErrors are the true errors of a rough translation: the task's terms it lacks.
 func truthErrors(t task, rough string) []grader.TermError { return missingTerms(t.Terms, rough) }
 
 func missingTerms(terms []corpus.Term, rough string) []grader.TermError {
@@ -116,8 +108,7 @@ func missingTerms(terms []corpus.Term, rough string) []grader.TermError {
 	return out
 }
 
-// msgsFinal is agent 3's prompt: the English, the rough translation and
-// agent 2's answer as correctionsText.
+// msgsFinal is agent 3's prompt: the English, the rough translation and the corrections.
 func msgsFinal(en, rough, detection string) []tokenizer.Message {
 	return []tokenizer.Message{{Role: "system", Content: sysFinal}, {Role: "user", Content: en + "\n" + rough + "\n" + correctionsText(detection)}}
 }
@@ -126,12 +117,10 @@ func msgsFinal(en, rough, detection string) []tokenizer.Message {
 const maxCorrections = 120
 
 // correctionsText is how agent 3's prompt carries agent 2's answer: a valid
-// JSON list (grader.ParseDetections) compactly, items separated by "; ",
-// "object=对象" (the hint's form) without a wrong span and "object: 属性→对象"
-// with one ("[]" stays "[]"); anything else verbatim; both clipped to
-// maxCorrections runes. The JSON itself takes about 90 runes an item and
-// leaves too little of the 128-token context for the final translation,
-// whose closing tag is then cut off (and the output scores 0).
+// JSON list as "object=对象" items (the hint's form; "object: 属性→对象" with
+// a wrong span) separated by "; ", anything else verbatim, clipped to
+// maxCorrections runes. The JSON itself, about 90 runes an item, leaves too
+// little context for the final translation's closing tag.
 func correctionsText(detection string) string {
 	errs, err := grader.ParseDetections(detection)
 	if err != nil {
@@ -151,21 +140,18 @@ func correctionsText(detection string) string {
 }
 
 // clientCorrections is what the client passes on to agent 3 of agent 2's
-// answer, as a workflow validates a tool's structured output before acting
-// on it: an answer that is not a valid JSON list becomes "[]", and of a
-// valid list only the items that ask for something are kept: the original
-// word occurs in the English (case-insensitively), and the correct
-// rendering is not empty and not already in the rough translation. Agent 2
-// is still graded on its answer as written. Invalid answers passed on
-// verbatim make agent 3 lose its closing tag; with both rules the
-// workflow's chrF at the warm start is above agent 1 alone's on the
-// validation split.
+// answer, as a workflow validates a tool's output before acting on it: no
+// valid JSON list becomes "[]", and of a list only the items that ask for
+// something are kept (validCorrections). Invalid answers passed on verbatim
+// make agent 3 lose its closing tag; with both rules the workflow's chrF at
+// the warm start beats agent 1 alone's on the validation split.
 func clientCorrections(en, rough, detection string) string {
 	return errorsJSON(validCorrections(en, rough, detection))
 }
 
-// validCorrections are the items of agent 2's answer detection that
-// clientCorrections passes on (none when it is not a valid JSON list).
+// validCorrections are the items of agent 2's answer whose original word
+// occurs in the English (case-insensitively) and whose rendering is not
+// empty and not already in the rough translation.
 func validCorrections(en, rough, detection string) []grader.TermError {
 	errs, err := grader.ParseDetections(detection)
 	if err != nil {
@@ -184,8 +170,7 @@ func validCorrections(en, rough, detection string) []grader.TermError {
 
 func finalAnswer(zh string) string { return "<final_result>" + zh + "</final_result>" }
 
-// termError is the terminology error of term rendered as wrong ("": the
-// rendering is missing).
+// termError is the error of term rendered as wrong ("": the rendering is missing).
 func termError(term corpus.Term, wrong string) grader.TermError {
 	return grader.TermError{OriginalWord: term.En, WrongTranslation: wrong, WrongReason: "glossary", CorrectTranslation: term.Zh}
 }
@@ -197,20 +182,4 @@ func errorsJSON(errs []grader.TermError) string {
 	}
 	b, _ := json.Marshal(errs)
 	return string(b)
-}
-
-// injectError makes a rough translation with one known terminology error:
-// one of the task's terms is replaced by another glossary rendering. It
-// returns the reference unchanged and no error when the task has no term or
-// the coin says clean (probability pClean).
-func injectError(t task, g *corpus.Glossary, r *rand.Rand, pClean float64) (string, []grader.TermError) {
-	if len(t.Terms) == 0 || r.Float64() < pClean {
-		return t.Ref, nil
-	}
-	term := t.Terms[r.IntN(len(t.Terms))]
-	w := wrongRendering(term.Zh, g, r)
-	if w == "" {
-		return t.Ref, nil
-	}
-	return strings.Replace(t.Ref, term.Zh, w, 1), []grader.TermError{termError(term, w)}
 }

@@ -78,9 +78,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// QuickConfig is the smoke test's configuration (-quick): tiny models and
-// just enough warm start for the agents to produce scorable answers, so
-// that the GRPO steps have rewards that differ within a group.
+// QuickConfig is -quick's: tiny models, warm enough for rewards that differ in a group.
 func QuickConfig() Config {
 	c := DefaultConfig()
 	c.SmallDim, c.SmallLayers, c.SmallCopy, c.LargeDim, c.LargeLayers, c.LargeCopy = 32, 1, 8, 32, 1, 8
@@ -108,21 +106,15 @@ func (c *Config) Set(key, value string) error {
 	}
 	value = strings.TrimSpace(value)
 	var err error
-	switch f.Kind() {
-	case reflect.Int:
-		var x int
-		x, err = strconv.Atoi(value)
-		f.SetInt(int64(x))
-	case reflect.Uint64:
-		var x uint64
-		x, err = strconv.ParseUint(value, 10, 64)
-		f.SetUint(x)
-	case reflect.Float64:
-		var x float64
-		x, err = strconv.ParseFloat(value, 64)
-		f.SetFloat(x)
-	case reflect.String:
-		f.SetString(strings.Trim(value, `"'`))
+	switch p := f.Addr().Interface().(type) {
+	case *int:
+		*p, err = strconv.Atoi(value)
+	case *uint64:
+		*p, err = strconv.ParseUint(value, 10, 64)
+	case *float64:
+		*p, err = strconv.ParseFloat(value, 64)
+	case *string:
+		*p = strings.Trim(value, `"'`)
 	}
 	if err != nil {
 		return fmt.Errorf("key %s: %w", key, err)
@@ -133,8 +125,7 @@ func (c *Config) Set(key, value string) error {
 // Keys are the configuration's keys, sorted.
 func (c *Config) Keys() []string { return slices.Sorted(maps.Keys(c.fields())) }
 
-// String writes the configuration in the run-file format, one "key: value"
-// line per key.
+// String writes the configuration as a run file, "key: value" lines.
 func (c *Config) String() string {
 	var b strings.Builder
 	f := c.fields()
@@ -144,9 +135,8 @@ func (c *Config) String() string {
 	return b.String()
 }
 
-// LoadFile applies a run file: a JSON object of keys, or lines of
-// "key: value" (the subset of YAML a flat configuration needs; "#" starts
-// a comment), as String writes them.
+// LoadFile applies a run file: a JSON object, or "key: value" lines as
+// String writes them (a flat YAML map; "#" starts a comment).
 func (c *Config) LoadFile(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {

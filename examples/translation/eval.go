@@ -29,44 +29,30 @@ type metrics struct {
 	// A string-matching glossary checker in agent 2's place (checkerErrors).
 	CheckerP, CheckerR, CheckerDetection float64
 	placeholderSentence                  int
-	sent                                 []sentScore // per sentence, in task order (bootstrap intervals)
 	seen                                 []string    // what agent 2 was given (workflow rows; detectOn)
 	Examples                             [][5]string // source, reference, rough, detection, final output
-}
-
-// sentScore is one sentence's figures in an evaluation.
-type sentScore struct {
-	ChrF       float64 // chrF against the reference
-	Quality    float64 // TranslationQualityGrader, normalised
-	Detection  float64 // ProperNounDetectionGrader, normalised (workflow rows only)
-	Agent3ChrF float64 // chrF of agent 3's answer as written (workflow rows only)
-}
-
-// evalPrompt is the chat prompt of msgs with the assistant turn open, cut
-// to its end when it leaves the model fewer than two positions.
-func evalPrompt(lm *nn.LM, tok *tokenizer.Tokenizer, msgs []tokenizer.Message) ([]int, error) {
-	p, err := tok.ApplyChat(msgs, true)
-	if err != nil {
-		return nil, err
-	}
-	if len(p) >= lm.Config.MaxLen-1 {
-		p = p[len(p)-(lm.Config.MaxLen-2):] // keep the end (the open assistant turn)
-	}
-	return p, nil
+	// Per sentence, in task order, for the bootstrap intervals: chrF and
+	// the quality reward, and on workflow rows agent 3's chrF as written
+	// and the detection reward.
+	chrf, quality, agent3ChrF, detection []float64
 }
 
 // generate decodes a batch of chat prompts greedily, in chunks of similar
 // length (a chunk runs as long as its longest generation). Each prompt has
-// min(maxTok, MaxLen − its length) tokens, as in an RL rollout.
+// min(maxTok, MaxLen − its length) tokens, as in an RL rollout; a prompt
+// that leaves fewer than two keeps its end, the open assistant turn.
 func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 	end := tok.MustSpecialID(tokenizer.End)
 	out := make([]string, len(msgs))
 	all := make([][]int, len(msgs))
 	order := make([]int, len(msgs))
 	for i := range msgs {
-		p, err := evalPrompt(lm, tok, msgs[i])
+		p, err := tok.ApplyChat(msgs[i], true)
 		if err != nil {
 			return nil, err
+		}
+		if len(p) >= lm.Config.MaxLen-1 {
+			p = p[len(p)-(lm.Config.MaxLen-2):]
 		}
 		all[i], order[i] = p, i
 	}
@@ -132,18 +118,20 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 		// What the workflow delivers: agent 3's final translation where
 		// the client's guard accepts it, else agent 1's rough one.
 		e.scoreText(&flow, t, guardFinal(rough[i], seen[i], final, ok, validCorrections(t.En, seen[i], det[i])))
-		flow.sent[i].Agent3ChrF = e.scoreText(&asWritten, t, final)
+		flow.agent3ChrF = append(flow.agent3ChrF, e.scoreText(&asWritten, t, final))
 		// Agent 3's reward is its output as written (no tag scores 0).
 		q := e.qg.Grade(t.En, t.Ref, fin[i]).Normalised
-		flow.Quality += q - flow.sent[i].Quality
-		flow.sent[i].Quality = q
-		flow.sent[i].Detection = ds.sent[i]
+		flow.Quality += q - flow.quality[i]
+		flow.quality[i] = q
 	}
-	n := float64(len(tasks))
+	n, terms := float64(len(tasks)), 0
+	for _, t := range tasks {
+		terms += len(t.Terms)
+	}
 	for _, m := range []*metrics{&alone, &flow, &asWritten} {
 		m.N = len(tasks)
 		m.ChrF /= n
-		m.TermAcc = m.TermAcc / max(1, float64(termCount(tasks)))
+		m.TermAcc /= max(1, float64(terms))
 		if m.placeholderSentence > 0 {
 			m.PlaceholderAcc /= float64(m.placeholderSentence)
 		}
@@ -151,7 +139,7 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 		m.Quality /= n
 		m.FinalTagRate /= n
 	}
-	flow.seen = seen
+	flow.seen, flow.detection = seen, ds.sent
 	flow.Agent3ChrF, flow.Agent3TermAcc = asWritten.ChrF, asWritten.TermAcc
 	flow.Detection, flow.JSONValid, flow.DetP, flow.DetR = ds.Detection, ds.JSONValid, ds.P, ds.R
 	flow.CheckerDetection, flow.CheckerP, flow.CheckerR = cs.Detection, cs.P, cs.R
@@ -209,16 +197,7 @@ func gradeDetections(tasks []task, seen, out []string) (det detScore) {
 	return det
 }
 
-func termCount(tasks []task) int {
-	n := 0
-	for _, t := range tasks {
-		n += len(t.Terms)
-	}
-	return n
-}
-
-// scoreText accumulates the sentence-level metrics of a bare translation
-// and returns its chrF.
+// scoreText adds a bare translation's figures to m and returns its chrF.
 func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 	chrf = eval.ChrF(hyp, t.Ref)
 	m.ChrF += chrf
@@ -240,20 +219,17 @@ func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 		}
 	}
 	m.Quality += r.Normalised
-	m.sent = append(m.sent, sentScore{ChrF: chrf, Quality: r.Normalised})
+	m.chrf, m.quality = append(m.chrf, chrf), append(m.quality, r.Normalised)
 	return chrf
 }
 
 // guardFinal is the client's check of agent 3's answer final (tagged: inside
-// <final_result>), given seen (rough, clipped) and the corrections corr. It
-// keeps the answer only where there were corrections, it has every
-// correction's rendering, and its edit distance to seen (in runes) is at
-// most twice the runes of the renderings and wrong spans: replacing a span
-// costs at most their sum, moving a rendering twice its length (factor 2
-// chosen on the validation split against 1 and no bound). Otherwise the
-// workflow delivers rough: the "do no harm" of conservative automatic
-// post-editing (Junczys-Dowmunt and Grundkiewicz 2016; Chatterjee et al.
-// 2018). It never reads the reference.
+// <final_result>) to seen (rough, clipped) with the corrections corr: it is
+// kept where there were corrections, it has all their renderings, and its
+// edit distance to seen is at most twice the runes of the renderings and
+// wrong spans (as moving a rendering costs twice its length; 2 was chosen on
+// the validation split); else rough, the "do no harm" of conservative
+// post-editing (Junczys-Dowmunt and Grundkiewicz 2016).
 func guardFinal(rough, seen, final string, tagged bool, corr []grader.TermError) string {
 	if !tagged || len(corr) == 0 {
 		return rough

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,8 +16,7 @@ import (
 	rlmetrics "github.com/troupe-ml/troupe/rl/metrics"
 )
 
-// options are a run's hyper-parameters (Config) and where it runs and
-// writes.
+// options are a run's hyper-parameters and where it runs and writes.
 type options struct {
 	Config
 	quick    bool
@@ -57,16 +57,12 @@ func parseOptions(args []string) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	out := "out/translation"
 	o.Config = DefaultConfig()
 	if o.quick {
-		o.Config = QuickConfig()
+		o.Config, out = QuickConfig(), "out/translation-quick"
 	}
-	if o.out == "" {
-		o.out = "out/translation"
-		if o.quick {
-			o.out = "out/translation-quick"
-		}
-	}
+	o.out = cmp.Or(o.out, out)
 	if file != "" {
 		if err := o.LoadFile(file); err != nil {
 			return o, err
@@ -125,21 +121,17 @@ func logf(f string, a ...any) {
 	fmt.Fprintf(os.Stderr, "[%6.1fs] "+f+"\n", append([]any{time.Since(t0).Seconds()}, a...)...)
 }
 
-// env is what the agents' rollouts and the evaluation share: the
-// tokenizer, the graders and the agents' budgets.
+// env is what the rollouts and the evaluation share: tokenizer, graders, budgets.
 type env struct {
 	tok *tokenizer.Tokenizer
 	qg  *grader.TranslationQualityGrader
 	// maxTok is agents 1 and 3's token budget (agent 3 gets 16 more for
 	// its tags). maxDetTok is agent 2's: one JSON item takes 20–39 tokens,
 	// two take 50–69, so 80 fits a list of two errors.
-	maxTok, maxDetTok int
-	// maxRough bounds (in runes) the rough translation passed to agents 2
-	// and 3.
-	maxRough int
-	hint     glossaryHinter
-	// rlTemp and rlTempLarge are the rollouts' sampling temperatures.
-	rlTemp, rlTempLarge float64
+	maxTok, maxDetTok   int
+	maxRough            int // runes of the rough translation agents 2 and 3 get
+	hint                glossaryHinter
+	rlTemp, rlTempLarge float64 // the rollouts' sampling temperatures
 }
 
 // tasks are the train split's tasks and the ones the report evaluates.
@@ -156,9 +148,7 @@ func (o *options) tasks(d *corpus.Dataset) (train, eval []task) {
 	return train, eval
 }
 
-// run takes a run's phases in order: the data, both warm starts, the
-// evaluation before RL, the two swarm servers and the GRPO rounds, the
-// evaluation after RL and the report.
+// run takes a run's phases in order (see doc.go) and writes the report.
 func run(o options) (*report, error) {
 	d, err := corpus.Load()
 	if err != nil {
@@ -221,9 +211,4 @@ func run(o options) (*report, error) {
 }
 
 // rlSeed is the RL phase's seed.
-func (o *options) rlSeed() uint64 {
-	if o.RLSeed != 0 {
-		return o.RLSeed
-	}
-	return o.Seed
-}
+func (o *options) rlSeed() uint64 { return cmp.Or(o.RLSeed, o.Seed) }

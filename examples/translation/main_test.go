@@ -83,12 +83,12 @@ func TestQuickRun(t *testing.T) {
 	// report's means.
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 	for name, m := range map[string]metrics{"alone before": rep.aloneBefore, "flow before": rep.flowBefore, "alone after": rep.aloneAfter, "flow after": rep.flowAfter} {
-		if len(m.sent) != m.N {
-			t.Fatalf("%s: %d sentence scores for %d sentences", name, len(m.sent), m.N)
+		if len(m.chrf) != m.N || len(m.quality) != m.N {
+			t.Fatalf("%s: %d and %d sentence scores for %d sentences", name, len(m.chrf), len(m.quality), m.N)
 		}
 		var c, q float64
-		for _, s := range m.sent {
-			c, q = c+s.ChrF/float64(m.N), q+s.Quality/float64(m.N)
+		for i := range m.N {
+			c, q = c+m.chrf[i]/float64(m.N), q+m.quality[i]/float64(m.N)
 		}
 		if !near(c, m.ChrF) || !near(q, m.Quality) {
 			t.Errorf("%s: sentence means chrF %g quality %g, report %g %g", name, c, q, m.ChrF, m.Quality)
@@ -142,16 +142,17 @@ func TestQuickRunZeroLR(t *testing.T) {
 	}
 }
 
-func TestInjectErrorAndTruth(t *testing.T) {
+func TestInjectIntoRoughAndTruth(t *testing.T) {
 	g := corpus.NewGlossary([]corpus.Term{{En: "degrees of freedom", Zh: "自由度"}, {En: "matrix", Zh: "矩阵"}, {En: "vector", Zh: "向量"}})
 	tk := makeTasks([]corpus.Pair{{En: "%d degrees of freedom", Zh: "%d个自由度"}}, g, 100, 100)[0]
 	if len(tk.Terms) != 1 {
 		t.Fatalf("terms %v", tk.Terms)
 	}
 	r := rand.New(rand.NewPCG(1, 1))
-	rough, errs := injectError(tk, g, r, 0)
-	if len(errs) != 1 || strings.Contains(rough, "自由度") {
-		t.Fatalf("rough %q errs %v", rough, errs)
+	rough, e, ok := injectIntoRough(tk, tk.Ref, g, r)
+	errs := []grader.TermError{e}
+	if !ok || strings.Contains(rough, "自由度") || e.WrongTranslation == "" || !strings.Contains(rough, e.WrongTranslation) {
+		t.Fatalf("rough %q error %+v", rough, e)
 	}
 	if fixed := applyCorrections(rough, errs); fixed != tk.Ref {
 		t.Errorf("corrections give %q, want %q", fixed, tk.Ref)

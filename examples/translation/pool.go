@@ -12,12 +12,10 @@ import (
 	"github.com/troupe-ml/troupe/eval"
 )
 
-// differencesFile is where a run keeps its headline differences per
-// evaluated sentence, for pooling runs (-pool).
+// differencesFile keeps a run's headline differences per sentence (-pool).
 const differencesFile = "differences.json"
 
-// runDifferences is one run's differences: D[k][i] is difference Keys[k]
-// on sentence i.
+// runDifferences is one run's differences: D[k][i] is difference Keys[k] on sentence i.
 type runDifferences struct {
 	dir       string
 	Keys      []string
@@ -67,13 +65,11 @@ func readDifferences(dir string) (runDifferences, error) {
 	return rd, nil
 }
 
-// pool reads the differences of each run directory in dirs (runs of one
-// configuration with different rl-seed on the same split) and writes
-// pooled.md to out: each run's estimates, then each difference pooled over
-// runs and sentences with two intervals, the sentences' alone (the runs
-// averaged per sentence: eval.PairedBootstrap) and the sentences' and
-// runs' together (eval.TwoLevelBootstrap), which also covers the RL
-// phase's randomness.
+// pool writes pooled.md to out from the run directories dirs (one
+// configuration, different rl-seed): each difference pooled over runs and
+// sentences, with the sentences' interval (the runs averaged per sentence:
+// eval.PairedBootstrap) and the sentences' and runs' (eval.TwoLevelBootstrap),
+// which also covers the RL phase's randomness.
 func pool(dirs []string, out string, seed uint64) error {
 	if len(dirs) < 2 {
 		return errors.New("pool: -pool wants at least two run directories, comma-separated")

@@ -14,8 +14,7 @@ import (
 	"github.com/troupe-ml/troupe/swarm"
 )
 
-// decoder answers a batch of conversations greedily: the evaluation's
-// decoding, for a warm-started miniature and a pretrained model alike.
+// decoder answers a batch of conversations greedily, the evaluation's decoding.
 type decoder func(msgs [][]tokenizer.Message, maxTok int) ([]string, error)
 
 // lmDecoder decodes with a warm-started nn.LM.
@@ -23,8 +22,7 @@ func lmDecoder(lm *nn.LM, tok *tokenizer.Tokenizer) decoder {
 	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) { return generate(lm, tok, msgs, maxTok) }
 }
 
-// hfDecoder decodes with a pretrained model and the agent's LoRA adapter,
-// through the model's own chat template.
+// hfDecoder decodes with a pretrained model, its chat template and the agent's LoRA adapter.
 func hfDecoder(base *hf.Model, tok *hf.Tokenizer, ad *hf.LoRA) decoder {
 	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 		prompts := make([][]int, len(msgs))
@@ -51,13 +49,11 @@ func hfDecoder(base *hf.Model, tok *hf.Tokenizer, ad *hf.LoRA) decoder {
 	}
 }
 
-// pretrainedStarts replaces the warm starts with pretrained checkpoints:
-// the small model's directory for agents 1 and 3, the larger one's for
-// agent 2, each served with a LoRA adapter that GRPO trains (the base
-// stays frozen; AdamW at swarm.NewHFModel's default rate). When both name
-// one directory, its base is loaded once and the two adapters share it. The
-// RL task mix has no error-prone pool (that comes from the warm start's
-// rough translations).
+// pretrainedStarts replaces the warm starts with pretrained checkpoints,
+// each served with a LoRA adapter that GRPO trains (AdamW at
+// swarm.NewHFModel's default rate); one directory for both loads one base.
+// The RL task mix then has no error-prone pool, which comes from the warm
+// start's rough translations.
 func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), err error) {
 	type loaded struct {
 		base *hf.Model

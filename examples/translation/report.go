@@ -10,6 +10,7 @@ import (
 	rlmetrics "github.com/troupe-ml/troupe/rl/metrics"
 )
 
+// stepRow is one GRPO round: each model's mean reward and server step.
 type stepRow struct {
 	Step                     int
 	RewardSmall, RewardLarge float64
@@ -17,23 +18,20 @@ type stepRow struct {
 	Seconds                  float64
 }
 
+// report is what a run writes: report.md, rewards.png, config.yaml, differences.json.
 type report struct {
 	opts                 options
 	lossSmall, lossLarge float64
 	nTrain, nTest        int
-	// trained and untrained count each local server's finished training
-	// episodes that a GRPO step used, and those it dropped or still held
-	// when the RL phase ended (0 unless its group size is wrong).
+	// Each local server's finished episodes that a GRPO step used, and those
+	// it dropped or still held at the end (0 unless its group size is wrong).
 	trained, untrained      [2]int64
 	aloneBefore, flowBefore metrics
 	aloneAfter, flowAfter   metrics
 	steps                   []stepRow
 	seconds                 float64
-	// detFixed is the detector after RL on the warm-start row's inputs.
-	detFixed detScore
-	// sentences are the English sources of the evaluated sentences, in
-	// the order of the metrics' per-sentence figures (differences.json).
-	sentences []string
+	detFixed                detScore // the detector after RL on the warm-start row's inputs
+	sentences               []string // the evaluated English, in the metrics' order
 }
 
 // plot draws each model's mean GRPO reward per step.
@@ -47,16 +45,16 @@ func (r *report) plot(path string) error {
 	return rlmetrics.PlotPNG(path, "GRPO training reward per step (each model's own grader)", "step", "mean normalised reward", s, l)
 }
 
+// row is a system's row of the report's table (flow: the workflow's).
 func row(name string, m metrics, flow bool) string {
 	s := fmt.Sprintf("| %s | %.4f | %.3f | %.3f | %.3f | %.4f |", name, m.ChrF, m.PlaceholderAcc, m.TermAcc, m.RuleViolations, m.Quality)
-	if flow {
-		s += fmt.Sprintf(" %.3f | %.3f | %.3f | %.3f | %.4f | %.3f |", m.DetP, m.DetR, m.DetF1, m.JSONValid, m.Detection, m.FinalTagRate)
-	} else {
-		s += " – | – | – | – | – | – |"
+	if !flow {
+		return s + " – | – | – | – | – | – |"
 	}
-	return s
+	return s + fmt.Sprintf(" %.3f | %.3f | %.3f | %.3f | %.4f | %.3f |", m.DetP, m.DetR, m.DetF1, m.JSONValid, m.Detection, m.FinalTagRate)
 }
 
+// write writes the report, its plot, config.yaml and differences.json to dir.
 func (r *report) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -88,12 +86,7 @@ func (r *report) write(dir string) error {
 	fmt.Fprintln(&b, row("workflow, no RL (warm start)", r.flowBefore, true))
 	fmt.Fprintln(&b, row("agent 1 alone (after RL)", r.aloneAfter, false))
 	fmt.Fprintln(&b, row("workflow after RL", r.flowAfter, true))
-	verdict := func(a, b float64) string {
-		if a > b {
-			return "beats"
-		}
-		return "does not beat"
-	}
+	verdict := func(a, b float64) string { return map[bool]string{true: "beats", false: "does not beat"}[a > b] }
 	fmt.Fprintf(&b, "\nAfter RL the workflow's final translations %s agent 1 alone on chrF (%.4f vs %.4f) and %s it on terminology accuracy (%.3f vs %.3f).\n",
 		verdict(r.flowAfter.ChrF, r.aloneAfter.ChrF), r.flowAfter.ChrF, r.aloneAfter.ChrF, verdict(r.flowAfter.TermAcc, r.aloneAfter.TermAcc), r.flowAfter.TermAcc, r.aloneAfter.TermAcc)
 	fmt.Fprintf(&b, "\nEach model's own reward, warm start → after RL: small model, agent 3's final translation (quality grader) %.4f → %.4f; larger model (detection grader) %.4f → %.4f. ",
@@ -102,8 +95,8 @@ func (r *report) write(dir string) error {
 		r.flowBefore.Detection, r.detFixed.Detection, r.flowBefore.DetP, r.detFixed.P, r.flowBefore.DetR, r.detFixed.R)
 	fmt.Fprintf(&b, "A string-matching glossary checker in agent 2's place (every glossary entry of agent 2's prompt whose rendering the rough translation lacks) scores %.4f at the warm start (P / R %.3f / %.3f). Agent 3's answers as written, without the client's guard: workflow chrF %.4f → %.4f, term acc %.3f → %.3f.\n\n",
 		r.flowBefore.CheckerDetection, r.flowBefore.CheckerP, r.flowBefore.CheckerR, r.flowBefore.Agent3ChrF, r.flowAfter.Agent3ChrF, r.flowBefore.Agent3TermAcc, r.flowAfter.Agent3TermAcc)
-	if len(r.flowBefore.sent) == len(r.flowAfter.sent) && len(r.flowAfter.sent) > 0 {
-		fmt.Fprintf(&b, "Paired bootstrap over the %d sentences (%d resamples, 95 %% intervals; they cover which sentences were drawn, not the RL phase's own randomness: pool runs of several rl-seed for that, -pool):\n\n| difference (mean over sentences) | estimate [95 %% interval] |\n|---|---|\n", len(r.flowAfter.sent), bootstrapResamples)
+	if len(r.flowBefore.chrf) == len(r.flowAfter.chrf) && len(r.flowAfter.chrf) > 0 {
+		fmt.Fprintf(&b, "Paired bootstrap over the %d sentences (%d resamples, 95 %% intervals; they cover which sentences were drawn, not the RL phase's own randomness: pool runs of several rl-seed for that, -pool):\n\n| difference (mean over sentences) | estimate [95 %% interval] |\n|---|---|\n", len(r.flowAfter.chrf), bootstrapResamples)
 		for _, x := range r.differences() {
 			fmt.Fprintf(&b, "| %s | %s |\n", x.name, eval.PairedBootstrap(x.a, x.b, bootstrapResamples, o.Seed))
 		}
@@ -121,7 +114,7 @@ func (r *report) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
-	if len(r.sentences) == len(r.flowAfter.sent) && len(r.sentences) > 0 {
+	if len(r.sentences) == len(r.flowAfter.chrf) && len(r.sentences) > 0 {
 		return writeDifferences(filepath.Join(dir, differencesFile), r.sentences, r.differences())
 	}
 	return nil
@@ -130,36 +123,24 @@ func (r *report) write(dir string) error {
 // bootstrapResamples is the number of resamples behind every interval.
 const bootstrapResamples = 2000
 
-// diffRow is one headline difference of the report, a[i] − b[i] per
-// evaluated sentence; key names its column in differences.json.
+// diffRow is one headline difference, a[i] − b[i] per sentence (key: its JSON column).
 type diffRow struct {
 	key, name string
 	a, b      []float64
 }
 
-// differences are the report's headline differences, in the order of its
-// interval table and of differences.json's columns.
+// differences are the report's headline differences, in its and differences.json's order.
 func (r *report) differences() []diffRow {
-	f := func(m metrics, x func(sentScore) float64) []float64 {
-		out := make([]float64, len(m.sent))
-		for i, s := range m.sent {
-			out[i] = x(s)
-		}
-		return out
-	}
-	chrf := func(s sentScore) float64 { return s.ChrF }
-	agent3 := func(s sentScore) float64 { return s.Agent3ChrF }
-	quality := func(s sentScore) float64 { return s.Quality }
-	det := func(s sentScore) float64 { return s.Detection }
+	b, a := r.flowBefore, r.flowAfter
 	rows := []diffRow{
-		{"chrf_margin", "chrF: workflow after RL − agent 1 alone after RL", f(r.flowAfter, chrf), f(r.aloneAfter, chrf)},
-		{"chrf_margin_warm", "chrF: workflow − agent 1 alone, both at the warm start", f(r.flowBefore, chrf), f(r.aloneBefore, chrf)},
-		{"chrf_margin_agent3", "chrF: workflow after RL with agent 3's output as written (no guard) − agent 1 alone after RL", f(r.flowAfter, agent3), f(r.aloneAfter, chrf)},
-		{"agent3_reward", "agent 3's own reward: after RL − warm start", f(r.flowAfter, quality), f(r.flowBefore, quality)},
-		{"detector_reward", "detector's own reward: after RL − warm start", f(r.flowAfter, det), f(r.flowBefore, det)},
+		{"chrf_margin", "chrF: workflow after RL − agent 1 alone after RL", a.chrf, r.aloneAfter.chrf},
+		{"chrf_margin_warm", "chrF: workflow − agent 1 alone, both at the warm start", b.chrf, r.aloneBefore.chrf},
+		{"chrf_margin_agent3", "chrF: workflow after RL with agent 3's output as written (no guard) − agent 1 alone after RL", a.agent3ChrF, r.aloneAfter.chrf},
+		{"agent3_reward", "agent 3's own reward: after RL − warm start", a.quality, b.quality},
+		{"detector_reward", "detector's own reward: after RL − warm start", a.detection, b.detection},
 	}
-	if len(r.detFixed.sent) == len(r.flowAfter.sent) {
-		rows = append(rows, diffRow{"detector_reward_fixed", "detector's own reward on the warm start's inputs: after RL − warm start", r.detFixed.sent, f(r.flowBefore, det)})
+	if len(r.detFixed.sent) == len(a.chrf) {
+		rows = append(rows, diffRow{"detector_reward_fixed", "detector's own reward on the warm start's inputs: after RL − warm start", r.detFixed.sent, b.detection})
 	}
 	return rows
 }

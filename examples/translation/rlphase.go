@@ -30,12 +30,11 @@ type rlServers struct {
 	local    []*swarm.Server
 	clients  []*swarm.Client
 	perRound [2]int64 // train episodes each local server gets per GRPO round
-	closers  []func()
 }
 
 func (s *rlServers) close() {
-	for _, c := range slices.Backward(s.closers) {
-		c()
+	for _, srv := range slices.Backward(s.local) {
+		srv.Close()
 	}
 }
 
@@ -61,16 +60,14 @@ func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
 		}
 		grpo := rl.GRPOConfig{ClipEps: 0.2}
 		ms, ml := w.models[0], w.models[1]
-		if ms == nil {
+		if ms == nil { // the warm-started miniatures
 			if ms, err = newLMModel("small", w.small, e.tok, o.RLLR, o.KLSmall, grpo, false); err != nil {
 				return nil, err
 			}
-		}
-		// Agent 2's answers do not train their first token ("[]" or a
-		// list's start): whether to answer is left to the warm start, as
-		// that token's gradient, sampled at temperature 0.5, follows
-		// another objective than greedy decoding and drives it to lists.
-		if ml == nil {
+			// Agent 2's answers do not train their first token ("[]" or a
+			// list's start): whether to answer is left to the warm start, as
+			// that token's gradient, sampled at temperature 0.5, follows
+			// another objective than greedy decoding and drives it to lists.
 			if ml, err = newLMModel("large", w.large, e.tok, o.RLLRLarge, o.KLLarge, grpo, true); err != nil {
 				return nil, err
 			}
@@ -91,7 +88,6 @@ func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
 			if err := srv.Start(); err != nil {
 				return nil, err
 			}
-			s.closers = append(s.closers, func() { srv.Close() })
 			s.local = append(s.local, srv)
 			addrs = append(addrs, ln.Addr().String())
 			s.perRound[i] = int64(cfg.BatchSize * cfg.NumRepeat)
@@ -180,8 +176,7 @@ func firstAsContext(s rl.Sample) (rl.Sample, bool) {
 	return s, true
 }
 
-// rlPhase runs the GRPO rounds on the train tasks: each gives each server
-// one training batch, and waits until the local servers trained on it.
+// rlPhase runs the GRPO rounds, each one batch per server, waiting for local servers to train.
 func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error {
 	r := rand.New(rand.NewPCG(o.rlSeed(), 5))
 	// Error-prone tasks: train sentences whose warm-start rough translation

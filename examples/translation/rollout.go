@@ -11,25 +11,20 @@ import (
 	"github.com/troupe-ml/troupe/swarm"
 )
 
-// workflowRun is the outcome of one three-agent rollout.
+// workflowRun is the outcome of one three-agent rollout; Given is the
+// rough translation agents 2 and 3 saw (clipped).
 type workflowRun struct {
-	Rough, Detection, Final string
-	// Given is the rough translation agents 2 and 3 saw (clipped).
-	Given           string
-	Quality, Detect grader.Result
-}
-
-func toChat(msgs []tokenizer.Message) []swarm.ChatMessage {
-	out := make([]swarm.ChatMessage, len(msgs))
-	for i, m := range msgs {
-		out[i] = swarm.ChatMessage{Role: m.Role, Content: m.Content}
-	}
-	return out
+	Rough, Detection, Final, Given string
+	Quality, Detect                grader.Result
 }
 
 // chat asks an episode's model for one answer.
 func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxTok int, temp float64, seed int64) (string, error) {
-	resp, err := ep.Chat().Create(ctx, swarm.ChatRequest{Model: "m", Messages: toChat(msgs), MaxTokens: maxTok, Temperature: &temp, Seed: &seed})
+	req := swarm.ChatRequest{Model: "m", MaxTokens: maxTok, Temperature: &temp, Seed: &seed}
+	for _, m := range msgs {
+		req.Messages = append(req.Messages, swarm.ChatMessage{Role: m.Role, Content: m.Content})
+	}
+	resp, err := ep.Chat().Create(ctx, req)
 	if err != nil {
 		return "", err
 	}
@@ -71,11 +66,10 @@ func (e *env) rolloutWorkflow(t task, seed int64) swarm.Workflow {
 	}
 }
 
-// trainRewards are agents 2 and 3's difference rewards: what the turn
-// added over doing nothing with the same input ("[]", the rough translation
-// unchanged). The baselines depend only on the prompt, so the policy
-// gradient stays unbiased while agent 1's share of the variance leaves the
-// advantages (Wolpert and Tumer 2002; COMA, Foerster et al. 2018).
+// trainRewards are agents 2 and 3's difference rewards (Wolpert and Tumer
+// 2002): the gain over doing nothing with the same input ("[]", the rough
+// translation copied), a baseline that removes agent 1's share of the
+// variance without biasing the gradient.
 func (e *env) trainRewards(t task, w workflowRun) (det, final float64) {
 	final = w.Quality.Normalised - e.qg.GradeText(t.En, t.Ref, w.Given, grader.Result{}).Normalised
 	det = w.Detect.Normalised - grader.ProperNounDetectionGrader{}.Grade("[]", truthErrors(t, w.Given)).Normalised
@@ -89,59 +83,44 @@ func beginOptions(taskID string) []swarm.BeginOptions {
 	return []swarm.BeginOptions{{TaskID: taskID + "/agent1", Type: swarm.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent3"}}
 }
 
-// rlRound runs len(tasks) × repeats workflows concurrently and returns the
-// mean quality of agent 3's and detection score of agent 2's answers.
+// rlRound runs len(tasks) × repeats workflows concurrently: agents 3's and 2's mean scores.
 func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task, repeats int, r *rand.Rand, round int) (small, large float64, err error) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var firstErr error
 	// Summed in index order, not in the order the rollouts finish.
 	res := make([]struct {
-		ok           bool
 		small, large float64
+		err          error
 	}, len(tasks)*repeats)
+	var wg sync.WaitGroup
 	for ti, t := range tasks {
 		taskID := fmt.Sprintf("r%d-t%d", round, ti)
-		for k := 0; k < repeats; k++ {
-			wg.Add(1)
-			seed := r.Int64()
-			slot := &res[ti*repeats+k]
-			go func() {
-				defer wg.Done()
+		for k := range repeats {
+			seed, slot := r.Int64(), &res[ti*repeats+k]
+			wg.Go(func() {
 				out, err := swarm.RunWorkflow(ctx, clients, beginOptions(taskID), taskID, e.rolloutWorkflow(t, seed))
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-						logf("workflow failed (episodes aborted): %v", err)
-					}
-					mu.Unlock()
-					return
+				if slot.err = err; err == nil { // the graders' scores, not the difference rewards
+					slot.small, slot.large = out[2].Metadata["quality"].(float64), out[1].Metadata["detection_score"].(float64)
 				}
-				// The graders' scores, not the difference rewards.
-				slot.ok = true
-				slot.small = out[2].Metadata["quality"].(float64)
-				slot.large = out[1].Metadata["detection_score"].(float64)
-			}()
+			})
 		}
 	}
 	wg.Wait()
 	n := 0
 	for _, x := range res {
-		if x.ok {
-			small += x.small
-			large += x.large
-			n++
+		if x.err != nil && err == nil {
+			err = x.err
+			logf("workflow failed (episodes aborted): %v", err)
+		}
+		if x.err == nil {
+			small, large, n = small+x.small, large+x.large, n+1
 		}
 	}
 	if n == 0 {
-		return 0, 0, firstErr
+		return 0, 0, err
 	}
 	return small / float64(n), large / float64(n), nil
 }
 
-// clip bounds what one agent passes to the next (in runes), so that prompts
-// fit the small models' context.
+// clip bounds (in runes) what one agent passes to the next, to fit the context.
 func clip(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,23 +11,31 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"examples/translation/corpus"
+	"examples/translation/grader"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/swarm"
 )
 
 // trainTokenizer learns the BPE vocabulary on the train split (both
-// languages) plus the agents' fixed strings.
+// languages) plus the agents' fixed strings and, for 70% of the sentences
+// with terms, agent 2's answer naming one term's wrong rendering.
 func trainTokenizer(train []task, g *corpus.Glossary, vocab int) (*tokenizer.Tokenizer, error) {
 	var texts []string
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, t := range train {
-		texts = append(texts, t.En, t.Ref)
-		_, errs := injectError(t, g, r, 0.3)
-		texts = append(texts, errorsJSON(errs), finalAnswer(""))
+		errs := "[]"
+		if len(t.Terms) > 0 && r.Float64() >= 0.3 {
+			term := t.Terms[r.IntN(len(t.Terms))]
+			if w := wrongRendering(term.Zh, g, r); w != "" {
+				errs = errorsJSON([]grader.TermError{termError(term, w)})
+			}
+		}
+		texts = append(texts, t.En, t.Ref, errs, finalAnswer(""))
 	}
 	for i := 0; i < 50; i++ {
 		texts = append(texts, sysTranslate, sysDetect, sysFinal)
@@ -34,8 +43,7 @@ func trainTokenizer(train []task, g *corpus.Glossary, vocab int) (*tokenizer.Tok
 	return tokenizer.Train(texts, tokenizer.TrainOptions{VocabSize: vocab})
 }
 
-// roleExample builds one supervised example: the chat prompt and the
-// assistant reply followed by <|end|>.
+// roleExample is the supervised example of msgs answered by reply and <|end|>.
 func roleExample(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, reply string) (nn.SeqExample, error) {
 	p, err := tok.ApplyChat(msgs, true)
 	if err != nil {
@@ -53,10 +61,8 @@ type warmMix struct {
 	CopySteps  int
 }
 
-// modelSpec is a model's shape. CopyDim is the width of the pointer (copy)
-// head (nn.LMConfig.CopyDim; 0: none): agents 3 and 2 reproduce spans of
-// their prompt (the rough translation, the English words), which a pointer
-// does exactly.
+// modelSpec is a model's shape. CopyDim is the pointer (copy) head's width:
+// agents 3 and 2 reproduce spans of their prompt, as a pointer does exactly.
 type modelSpec struct{ Dim, Layers, Heads, MaxLen, CopyDim int }
 
 // warmCfg is one warm start's hyper-parameters and cache folder.
@@ -78,12 +84,10 @@ func (c warmCfg) newLM(vocab int) *nn.LM {
 	return nn.NewLM(nn.NewStore(c.Seed), nn.LMConfig{Vocab: vocab, Dim: s.Dim, Layers: s.Layers, Heads: s.Heads, MaxLen: s.MaxLen, Positions: nn.Rotary, CopyDim: s.CopyDim})
 }
 
-// cacheVersion is bumped whenever a role's warm-start data or training
-// changes, so stale checkpoints are not reused.
+// cacheVersion changes with a role's warm-start data or training, so stale checkpoints go unused.
 var cacheVersion = map[string]int{"small": 12, "large": 11}
 
-// cachePath is the cache's file prefix of role's warm start: a hash of
-// everything the warm start depends on (extra: its input data).
+// cachePath is role's cache file prefix, a hash of all its warm start depends on.
 func (c warmCfg) cachePath(role string, tj []byte, extra string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "v%d|%s|", cacheVersion[role], role)
@@ -124,15 +128,13 @@ func (c warmCfg) save(role, base string, lm *nn.LM, tj []byte, rx []roughEx) {
 	}
 }
 
-// trainer is the warm start's AdamW trainer of lm: warm-up over a tenth of
-// the steps, then cosine decay to a tenth of the peak rate.
+// trainer is the warm start's AdamW: warm-up over a tenth of the steps, cosine decay.
 func (c warmCfg) trainer(lm *nn.LM) *nn.LMTrainer {
 	opt := nn.NewAdamW(nn.WarmupCosine(c.LR, c.Steps/10+1, c.Steps, c.LR/10), 0.01)
 	return nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
 }
 
-// supervise runs steps from to to of tr on examples drawn by draw and
-// returns the mean loss of the last 20 steps.
+// supervise runs steps [from, to) on draw's examples: the mean loss of the last 20.
 func (c warmCfg) supervise(role string, tr *nn.LMTrainer, from, to int, draw func() (nn.SeqExample, error)) (float64, error) {
 	start := time.Now()
 	mean := 0.0
@@ -155,10 +157,9 @@ func (c warmCfg) supervise(role string, tr *nn.LMTrainer, from, to int, draw fun
 	return mean, nil
 }
 
-// drawBatch draws n examples that fit a context of maxLen tokens: an
-// over-long prompt keeps its end (the open assistant turn), as generation
-// does at inference; an example whose reply alone takes over half the
-// context is drawn again.
+// drawBatch draws n examples that fit maxLen tokens: an over-long prompt
+// keeps its end (the open assistant turn), as at inference; a reply of over
+// half the context is drawn again.
 func drawBatch(draw func() (nn.SeqExample, error), n, maxLen int) ([]nn.SeqExample, error) {
 	b := make([]nn.SeqExample, 0, n)
 	for tries := 0; len(b) < n; tries++ {
@@ -180,8 +181,7 @@ func drawBatch(draw func() (nn.SeqExample, error), n, maxLen int) ([]nn.SeqExamp
 	return b, nil
 }
 
-// pickRoughTasks chooses the train tasks agent 1 translates for the warm
-// start data: n of them in a seeded order (all when n <= 0).
+// pickRoughTasks draws the n train tasks (all when n <= 0) agent 1 translates.
 func pickRoughTasks(tasks []task, n int, seed uint64) []task {
 	if n <= 0 || n > len(tasks) {
 		n = len(tasks)
@@ -194,15 +194,13 @@ func pickRoughTasks(tasks []task, n int, seed uint64) []task {
 	return out
 }
 
-// warmStartSmall trains (or loads from the cache) the small model, which
-// plays agents 1 and 3, on the train split: Mix.CopySteps steps of agent 3
-// alone on pseudo-rough texts, so that copying is learnt before it becomes
-// a share of a mixture; then half the remaining steps mix agent 1 on
-// sentence pairs with agent 3 on pseudo-rough texts, which cannot be
-// translated from memory; then agent 1 translates Mix.RoughTasks train
-// sentences greedily, and the second half also gives agent 3 those real
-// rough translations (finalExample). It returns the LM, the mean loss of
-// the last 20 steps (-1 when loaded) and the rough translations.
+// warmStartSmall trains (or loads from the cache) the small model, agents 1
+// and 3: Mix.CopySteps steps of agent 3 alone on pseudo-rough texts, so
+// that copying is learnt before it is a share of a mixture; half the rest
+// mixing in agent 1; then agent 1 translates Mix.RoughTasks train sentences
+// and the second half also gives agent 3 those (finalExample). It returns
+// the LM, the mean loss of the last 20 steps (-1 when loaded) and the rough
+// translations.
 func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corpus.Glossary) (*nn.LM, float64, []roughEx, error) {
 	tj, _ := tok.MarshalJSON()
 	base := cfg.cachePath("small", tj, "")
@@ -250,8 +248,17 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 		return nil, 0, nil, err
 	}
 	st := time.Now()
-	if rx, err = roughTranslations(lm, tok, pickRoughTasks(tasks, cfg.Mix.RoughTasks, cfg.Seed), cfg.MaxTok); err != nil {
+	picked := pickRoughTasks(tasks, cfg.Mix.RoughTasks, cfg.Seed)
+	msgs := make([][]tokenizer.Message, len(picked))
+	for i, t := range picked {
+		msgs[i] = msgsTranslate(t.En)
+	}
+	outs, err := generate(lm, tok, msgs, cfg.MaxTok) // agent 1's greedy translations
+	if err != nil {
 		return nil, 0, nil, err
+	}
+	for i, t := range picked {
+		rx = append(rx, roughEx{T: t, Rough: outs[i]})
 	}
 	logf("warm start small: agent 1 translated %d train sentences (%.1fs)", len(rx), time.Since(st).Seconds())
 	loss, err := cfg.supervise("small (agents 1+3)", tr, half, cfg.Steps, mixed)
@@ -262,28 +269,9 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 	return lm, loss, rx, nil
 }
 
-// roughTranslations is agent 1's greedy translation of each task by lm, at
-// most maxTok tokens each.
-func roughTranslations(lm *nn.LM, tok *tokenizer.Tokenizer, tasks []task, maxTok int) ([]roughEx, error) {
-	msgs := make([][]tokenizer.Message, len(tasks))
-	for i, t := range tasks {
-		msgs[i] = msgsTranslate(t.En)
-	}
-	outs, err := generate(lm, tok, msgs, maxTok)
-	if err != nil {
-		return nil, err
-	}
-	rx := make([]roughEx, len(tasks))
-	for i, t := range tasks {
-		rx[i] = roughEx{T: t, Rough: outs[i]}
-	}
-	return rx, nil
-}
-
-// warmStartLarge trains (or loads from the cache) the detector (agent 2) on
-// agent 1's rough translations rx labelled with their true terminology
-// errors (detectExample); half the examples come from sentences with
-// glossary terms, where errors can occur.
+// warmStartLarge trains (or loads from the cache) the detector, agent 2, on
+// agent 1's rough translations rx (detectExample), half of them of
+// sentences with glossary terms, where errors can occur.
 func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter) (*nn.LM, float64, error) {
 	rb, _ := json.Marshal(rx)
 	rh := sha256.Sum256(rb)
@@ -300,12 +288,7 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h gloss
 	if len(rx) == 0 {
 		return nil, 0, errors.New("warm start large: no rough translations")
 	}
-	var withTerms []roughEx
-	for _, x := range rx {
-		if len(x.T.Terms) > 0 {
-			withTerms = append(withTerms, x)
-		}
-	}
+	withTerms := slices.DeleteFunc(slices.Clone(rx), func(x roughEx) bool { return len(x.T.Terms) == 0 })
 	tr := cfg.trainer(lm)
 	r := rand.New(rand.NewPCG(cfg.Seed, 99))
 	draw := func() (nn.SeqExample, error) {
@@ -324,10 +307,8 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h gloss
 	return lm, loss, nil
 }
 
-// warmed is what the warm starts leave for the RL phase: both models, their
-// final supervised losses (-1 when loaded from the cache), agent 1's rough
-// translations made for agents 2 and 3's warm start (their error-prone
-// sentences are RL's hard tasks) and RL's task pool.
+// warmed is what the warm starts leave for the RL phase, with agent 1's
+// rough translations (their error-prone sentences are RL's hard tasks).
 type warmed struct {
 	small, large         *nn.LM         // warm-started miniatures (nil with pretrained models)
 	dec                  [2]decoder     // the evaluation's decoders of the small and the larger model
@@ -339,10 +320,7 @@ type warmed struct {
 
 // warmStarts trains (or loads) both models on the train split.
 func (o *options) warmStarts(e *env, d *corpus.Dataset, train []task) (*warmed, error) {
-	cache := o.cacheDir
-	if cache == "" {
-		cache = filepath.Join(o.out, "cache")
-	}
+	cache := cmp.Or(o.cacheDir, filepath.Join(o.out, "cache"))
 	wc := warmCfg{Spec: modelSpec{o.SmallDim, o.SmallLayers, 4, o.MaxLen, o.SmallCopy},
 		Mix:   warmMix{FinalFrac: o.FinalFrac, RoughTasks: o.RoughTasks, Pseudo: o.Pseudo, CopySteps: o.CopySteps},
 		Steps: o.WarmSteps, Batch: o.WarmBatch, LR: o.WarmLR, Seed: o.Seed, MaxRough: e.maxRough, MaxTok: e.maxTok, CacheDir: cache}

@@ -8,42 +8,26 @@ import (
 	"examples/translation/grader"
 )
 
-// roughEx is one of agent 1's real outputs on a train task: the warm start
-// of agents 2 and 3 learns from what agent 1 actually writes, not from
-// references with injected errors, which agent 1 never produces.
+// roughEx is agent 1's output on a train task: agents 2 and 3's warm start
+// learns from what agent 1 writes, not only from references.
 type roughEx struct {
 	T     task
 	Rough string
 }
 
-// presentTerms are the task's terms whose rendering the rough translation
-// already has.
-func presentTerms(t task, rough string) []corpus.Term {
-	var out []corpus.Term
-	for _, term := range t.Terms {
-		if strings.Contains(rough, term.Zh) {
-			out = append(out, term)
-		}
-	}
-	return out
-}
-
 // wrongRendering draws a glossary rendering unrelated to zh ("" if none found).
 func wrongRendering(zh string, g *corpus.Glossary, r *rand.Rand) string {
-	for tries := 0; tries < 20; tries++ {
-		w := g.Terms[r.IntN(len(g.Terms))].Zh
-		if w != zh && !strings.Contains(zh, w) && !strings.Contains(w, zh) {
+	for range 20 {
+		if w := g.Terms[r.IntN(len(g.Terms))].Zh; w != zh && !strings.Contains(zh, w) && !strings.Contains(w, zh) {
 			return w
 		}
 	}
 	return ""
 }
 
-// injectIntoRough replaces one correct term of a real rough translation by a
-// wrong rendering; it returns the new rough and the known error (ok false if
-// the rough has no correct term).
+// injectIntoRough replaces one correct term of rough by a wrong rendering (ok: it could).
 func injectIntoRough(t task, rough string, g *corpus.Glossary, r *rand.Rand) (string, grader.TermError, bool) {
-	pt := presentTerms(t, rough)
+	pt := usedTerms(t.Terms, rough)
 	if len(pt) == 0 {
 		return rough, grader.TermError{}, false
 	}
@@ -57,11 +41,9 @@ func injectIntoRough(t task, rough string, g *corpus.Glossary, r *rand.Rand) (st
 	return strings.Replace(rough, term.Zh, w, 1), termError(term, w), true
 }
 
-// pseudoRough makes a text that agent 3 cannot predict from the English:
-// one to three random pieces of train references spliced together, some
-// repeated (agent 1's outputs repeat themselves). Copying it is the only way
-// to lower the loss, so agent 3 learns to copy rather than to recall the
-// train translations (on which "copy" and "translate from memory" agree).
+// pseudoRough splices one to three random pieces of train references, some
+// repeated as agent 1's outputs are: a text agent 3 can only copy, not
+// recall from the English.
 func pseudoRough(tasks []task, r *rand.Rand, maxRunes int) string {
 	var out []rune
 	for n := 1 + r.IntN(3); n > 0; n-- {
@@ -77,9 +59,8 @@ func pseudoRough(tasks []task, r *rand.Rand, maxRunes int) string {
 }
 
 // pseudoFinalExample is agent 3's warm-start pair on a pseudo-rough text:
-// with probability 0.3 a glossary term's wrong rendering is spliced in and
-// the corrections name it (target: the text with the correct rendering),
-// otherwise corrections "[]" and the target is the text copied unchanged.
+// 30% of the time a wrong rendering is spliced in and the corrections name
+// it (target: with the correct rendering), else "[]" and an exact copy.
 func pseudoFinalExample(tasks []task, g *corpus.Glossary, r *rand.Rand, maxRough int) (rough, corr, target string) {
 	rough = pseudoRough(tasks, r, maxRough)
 	if r.Float64() < 0.3 && len(g.Terms) > 0 {
@@ -95,11 +76,10 @@ func pseudoFinalExample(tasks []task, g *corpus.Glossary, r *rand.Rand, maxRough
 	return rough, "[]", finalAnswer(rough)
 }
 
-// localEdit puts the missing rendering zh into rough where the reference
-// has it: after the (up to two) characters that precede zh in ref, found in
-// rough, it overwrites as many characters as zh has ("'x'必需是属性", ref
-// "'x'必需是对象", zh "对象": "'x'必需是对象"); "" when that anchor is not in
-// rough. Such local edits are close to the copying agent 3 does anyway.
+// localEdit writes zh into rough where the reference has it: after the (up
+// to two) characters before zh in ref, found in rough, over as many
+// characters as zh has ("'x'必需是属性", ref "'x'必需是对象", zh "对象":
+// "'x'必需是对象"); "" when that anchor is not in rough.
 func localEdit(rough, ref, zh string) string {
 	i := strings.Index(ref, zh)
 	if i < 0 {
@@ -120,11 +100,10 @@ func localEdit(rough, ref, zh string) string {
 	return rough[:j] + zh + string(rest[n:])
 }
 
-// insertTerm inserts zh into rough at the relative position (in
-// characters) that zh has in ref, keeping all of rough: localEdit's
-// fallback. A copy plus one term is an edit a small model can learn, and it
-// wins chrF's recall: on the 1,270 warm-start rough translations with a true
-// error, chrF goes from 0.168 (rough) to 0.277 (localEdit, else insertTerm).
+// insertTerm inserts zh into rough at zh's relative position in ref:
+// localEdit's fallback, an edit a small model learns that wins chrF's
+// recall (0.168 → 0.277 on the 1,270 warm-start rough translations with a
+// true error, with localEdit first).
 func insertTerm(rough, ref, zh string) string {
 	rr, zr := []rune(rough), []rune(zh)
 	pos := 0.0
@@ -135,19 +114,16 @@ func insertTerm(rough, ref, zh string) string {
 	return string(rr[:at]) + zh + string(rr[at:])
 }
 
-// finalExample is agent 3's warm-start pair on a real rough translation, so
-// that agent 3 keeps agent 1's translation unless a correction asks for a
-// change (re-translating is too hard for a small model):
-//   - an injected error, whose wrong span is named: the rough translation
-//     with the correction applied;
-//   - true errors (terms missing from agent 1's output), passed on with
-//     probability 0.6: the term written where the reference has it
-//     (localEdit, else insertTerm); never the reference, which would teach
-//     agent 3 to re-translate whenever it is given a correction;
-//   - false alarms, a rendering already there (probability 0.15) or a term
-//     the English lacks (0.1), as most of agent 2's answers at the warm
-//     start are: the rough translation unchanged;
-//   - otherwise (corrections "[]"): the rough translation unchanged.
+// finalExample is agent 3's warm-start pair on a real rough translation.
+// Agent 3 keeps agent 1's translation unless a correction asks for a change,
+// as re-translating is too hard for a small model:
+//   - an injected error, its wrong span named: the correction applied;
+//   - true errors (terms missing from it), passed on 60% of the time: each
+//     term written in (localEdit, else insertTerm), never the reference,
+//     which would teach agent 3 to re-translate;
+//   - false alarms, like most of agent 2's answers at the warm start: a
+//     rendering already there (15%) or a term the English lacks (10%);
+//   - otherwise "[]": the rough translation unchanged.
 func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (rough, corr, target string) {
 	rough = clip(rx.Rough, maxRough)
 	falseAlarm := func(term corpus.Term) (string, string, string) {
@@ -158,7 +134,7 @@ func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (r
 			return bad, errorsJSON([]grader.TermError{e}), finalAnswer(rough)
 		}
 	}
-	if pt := presentTerms(rx.T, rough); len(pt) > 0 && r.Float64() < 0.15 {
+	if pt := usedTerms(rx.T.Terms, rough); len(pt) > 0 && r.Float64() < 0.15 {
 		return falseAlarm(pt[r.IntN(len(pt))])
 	}
 	if r.Float64() < 0.1 && len(g.Terms) > 0 {
@@ -180,11 +156,10 @@ func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (r
 	return rough, "[]", finalAnswer(rough)
 }
 
-// swapTerm makes a new train pair from t by swapping one of its terms for
-// another glossary term in both languages ("… object" / "…对象" becomes
-// "… matrix" / "…矩阵"), so the detector sees each term in many sentences
-// and reads the terms off the English instead of memorising sentences. ok
-// is false when no swap applies.
+// swapTerm swaps one of t's terms for another glossary term in both
+// languages ("… object"/"…对象" becomes "… matrix"/"…矩阵"), so that the
+// detector reads the terms off the English rather than memorising
+// sentences; ok is false when no swap applies.
 func swapTerm(t task, g *corpus.Glossary, r *rand.Rand) (task, bool) {
 	if len(t.Terms) == 0 {
 		return t, false
@@ -196,26 +171,16 @@ func swapTerm(t task, g *corpus.Glossary, r *rand.Rand) (task, bool) {
 	}
 	en := strings.Replace(t.En, old.En, nw.En, 1)
 	ref := strings.Replace(t.Ref, old.Zh, nw.Zh, 1)
-	out := task{ID: t.ID + "|" + nw.En, En: en, Ref: ref}
-	for _, term := range g.TermsIn(en) {
-		if strings.Contains(ref, term.Zh) {
-			out.Terms = append(out.Terms, term)
-		}
-	}
+	out := task{ID: t.ID + "|" + nw.En, En: en, Ref: ref, Terms: usedTerms(g.TermsIn(en), ref)}
 	return out, len(out.Terms) > 0
 }
 
 // detectExample is agent 2's warm-start pair: the English, a rough
-// translation and its true errors as JSON. The rough translation varies for
-// one source, so that the label cannot be read off the English alone (agent
-// 1 renders its train sentences almost perfectly):
-//   - 40%: agent 1's output (30% of the time with a term's rendering
-//     replaced by a wrong one, so wrong spans are seen too);
-//   - 20%: the reference; 25%: the reference with a term's rendering
-//     replaced by a wrong one; 15%: with a term's rendering deleted.
-//
-// Half the reference-based examples first swap a term (swapTerm). Sentences
-// without glossary terms always have the label "[]".
+// translation and its true errors as JSON. The rough translation varies, so
+// that the label cannot be read off the English alone: 40% agent 1's output
+// (30% of these with a wrong rendering injected), 20% the reference, 25% the
+// reference with a wrong rendering, 15% with a rendering deleted. Half the
+// reference-based ones first swap a term (swapTerm).
 func detectExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (en, rough, label string) {
 	var errs []grader.TermError
 	u := r.Float64()

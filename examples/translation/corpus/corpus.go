@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -31,8 +32,7 @@ const (
 	veraDictZ = "dict-vera/usr/share/dictd/vera.dict.dz"
 )
 
-// ErrNoNetwork is wrapped by Ensure when the fetch failed because a download
-// failed (exit code 3 of fetch-data.sh).
+// ErrNoNetwork is wrapped by Ensure when fetch-data.sh's download failed (exit code 3).
 var ErrNoNetwork = errors.New("data download failed (no network?)")
 
 // Ensure runs fetch-data.sh (a no-op when the data is in place) and returns
@@ -42,10 +42,7 @@ func Ensure() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := os.Getenv("TRANSLATION_DATA")
-	if dir == "" {
-		dir = filepath.Join(root, "data", "translation")
-	}
+	dir := cmp.Or(os.Getenv("TRANSLATION_DATA"), filepath.Join(root, "data", "translation"))
 	done := func(pkg, version string) bool {
 		_, err := os.Stat(filepath.Join(dir, pkg, ".done-"+version))
 		return err == nil
@@ -145,11 +142,7 @@ func LoadPairs(dataDir string) ([]Pair, error) {
 			}
 			add(m.ID, m.Str[0], dom)
 			if m.IDPlural != "" {
-				zh := m.Str[0]
-				if len(m.Str) > 1 {
-					zh = m.Str[1]
-				}
-				add(m.IDPlural, zh, dom)
+				add(m.IDPlural, m.Str[min(1, len(m.Str)-1)], dom)
 			}
 		}
 	}

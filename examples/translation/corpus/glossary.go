@@ -66,15 +66,13 @@ func parseCEDICTLine(s string) (DictEntry, bool) {
 	return DictEntry{Traditional: m[1], Simplified: m[2], Pinyin: m[3], Senses: strings.Split(strings.TrimSuffix(strings.TrimSpace(m[4]), "/"), "/")}, true
 }
 
-// Term is one glossary entry.
+// Term is one glossary entry. Source is "cedict" (a CC-CEDICT sense tagged
+// with a technical domain) or "mined" (co-occurring in catalogue pairs);
+// Support counts the catalogue pairs with En in the source and Zh in the
+// translation.
 type Term struct {
-	En, Zh string
-	// Source is "cedict" (a CC-CEDICT sense tagged with a technical domain)
-	// or "mined" (co-occurring in catalogue pairs).
-	Source string
-	// Support is the number of catalogue pairs with En in the source and Zh
-	// in the translation.
-	Support int
+	En, Zh, Source string
+	Support        int
 }
 
 // Glossary maps lower-case English terms to their Chinese rendering.
@@ -154,15 +152,13 @@ func hasHan(s string) bool {
 	return strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Han, r) })
 }
 
-// BuildGlossary mines term pairs from catalogue pairs (normally the train
-// split only) with CC-CEDICT as the candidate generator: an English gloss g
-// of a CEDICT entry with simplified form z (two or more Han characters) is a
-// candidate when g occurs as words in a pair's English and z in its Chinese.
-// For each English term the most frequent Chinese rendering with support at
-// least minSupport is kept ("mined"). CEDICT senses tagged with a technical
-// domain are kept too ("cedict") when mining kept nothing for that term and
-// the pair (gloss, form) is supported by at least one catalogue pair (so the
-// glossary agrees with the catalogues' usage). The result is sorted by English term.
+// BuildGlossary mines term pairs from catalogue pairs (the train split):
+// a gloss g of a CEDICT entry with simplified form z (two or more Han
+// characters) is a candidate when g occurs as words in a pair's English and
+// z in its Chinese; each term keeps its most frequent rendering ("mined").
+// Technically tagged senses are kept too ("cedict") when mining kept nothing
+// for the term and some pair supports them, so that the glossary agrees with
+// the catalogues' usage.
 func BuildGlossary(pairs []Pair, dict []DictEntry, minSupport int) *Glossary {
 	cands := map[string][]string{}  // English gloss → simplified forms
 	techForm := map[string]string{} // the first form of a technically tagged gloss
@@ -227,8 +223,7 @@ func BuildGlossary(pairs []Pair, dict []DictEntry, minSupport int) *Glossary {
 	return NewGlossary(terms)
 }
 
-// TermsIn returns the glossary terms whose English occurs (as whole words) in
-// en, longest first, without terms contained in a longer matched term.
+// TermsIn returns the terms whose English words occur in en, longest first, without nested ones.
 func (g *Glossary) TermsIn(en string) []Term {
 	grams := englishNgrams(en)
 	var out []Term
@@ -248,10 +243,10 @@ func (g *Glossary) TermsIn(en string) []Term {
 }
 
 // LoadVera reads the acronyms of V.E.R.A. (dict-vera's dictd database,
-// vera.dict.dz, a gzip-compatible dictzip file). Head words start in column
-// 0; their definitions follow, indented. It returns acronym → first line of
-// its expansion.
-func LoadVera(dataDir string) (map[string]string, error) {
+// vera.dict.dz, a gzip-compatible dictzip file): its upper-case head words
+// (starting in column 0) of two or more characters that have a definition
+// (indented lines after them).
+func LoadVera(dataDir string) (map[string]bool, error) {
 	path := filepath.Join(dataDir, veraDictZ)
 	f, err := os.Open(path)
 	if err != nil {
@@ -262,20 +257,16 @@ func LoadVera(dataDir string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("corpus: %s: %w", path, err)
 	}
-	out := map[string]string{}
+	out := map[string]bool{}
 	sc := bufio.NewScanner(zr)
 	var head string
 	for sc.Scan() {
-		s := sc.Text()
-		switch _, seen := out[head]; {
+		switch s := sc.Text(); {
 		case strings.TrimSpace(s) == "":
 		case s[0] != ' ' && s[0] != '\t':
 			head = strings.TrimSpace(s)
-			if strings.HasPrefix(head, "00-database") || strings.HasPrefix(head, "00database") {
-				head = ""
-			}
-		case head != "" && !seen:
-			out[head] = strings.TrimSpace(s)
+		case !strings.HasPrefix(head, "00-database") && !strings.HasPrefix(head, "00database") && strings.ToUpper(head) == head && len(head) >= 2:
+			out[head] = true
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -298,18 +289,12 @@ type Dataset struct {
 
 var capsRE = regexp.MustCompile(`\b[A-Z][A-Z0-9]{1,7}s?\b`)
 
-// Load fetches (if needed) and loads the dataset. The glossary and the
-// acronym list are built from the train split only.
+// Load fetches (if needed) and loads the dataset; glossary and acronyms come from train only.
 func Load() (*Dataset, error) {
 	dir, err := Ensure()
 	if err != nil {
 		return nil, err
 	}
-	return LoadDir(dir)
-}
-
-// LoadDir loads the dataset from an existing data directory.
-func LoadDir(dir string) (*Dataset, error) {
 	pairs, err := LoadPairs(dir)
 	if err != nil {
 		return nil, err
@@ -322,15 +307,9 @@ func LoadDir(dir string) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dataset{}
+	d := &Dataset{Acronyms: vera}
 	d.Train, d.Val, d.Test = SplitPairs(pairs)
 	d.Glossary = BuildGlossary(d.Train, dict, 3)
-	d.Acronyms = map[string]bool{}
-	for k := range vera {
-		if strings.ToUpper(k) == k && len(k) >= 2 {
-			d.Acronyms[k] = true
-		}
-	}
 	for _, p := range d.Train {
 		for _, a := range capsRE.FindAllString(p.En, -1) {
 			if strings.Contains(p.Zh, a) {
@@ -341,8 +320,7 @@ func LoadDir(dir string) (*Dataset, error) {
 	return d, nil
 }
 
-// NewGlossary builds a glossary from terms (English matched case-insensitively;
-// a later duplicate replaces an earlier one).
+// NewGlossary indexes terms by lower-case English (a later duplicate replaces an earlier one).
 func NewGlossary(terms []Term) *Glossary {
 	g := &Glossary{byEn: map[string]int{}}
 	for _, t := range terms {

@@ -20,16 +20,11 @@ type Message struct {
 
 // Catalog is a parsed .mo file.
 type Catalog struct {
-	// Header holds the metadata fields of the empty-msgid entry
-	// ("Content-Type", "Plural-Forms", …).
-	Header map[string]string
-	// Messages are the non-header entries in file order (sorted by msgid,
-	// as msgfmt writes them).
-	Messages []Message
+	Header   map[string]string // the empty msgid's fields ("Content-Type", "Plural-Forms", …)
+	Messages []Message         // the other entries in file order (msgfmt sorts them by msgid)
 }
 
-// Parse decodes a .mo file. It returns an error, never panics, on truncated
-// or malformed input.
+// Parse decodes a .mo file; truncated or malformed input is an error, never a panic.
 func Parse(b []byte) (*Catalog, error) {
 	if len(b) < 28 {
 		return nil, fmt.Errorf("gettext: file too short (%d bytes) for a .mo header", len(b))
@@ -43,8 +38,7 @@ func Parse(b []byte) (*Catalog, error) {
 	default:
 		return nil, fmt.Errorf("gettext: bad magic %#08x (not a .mo file)", binary.LittleEndian.Uint32(b))
 	}
-	rev := bo.Uint32(b[4:])
-	if major := rev >> 16; major > 1 {
+	if major := bo.Uint32(b[4:]) >> 16; major > 1 {
 		return nil, fmt.Errorf("gettext: unsupported major revision %d", major)
 	}
 	n := uint64(bo.Uint32(b[8:]))

@@ -6,8 +6,7 @@ import (
 	"strings"
 )
 
-// TermError is one terminology error, as agent 2 reports it and as the
-// ground truth lists it.
+// TermError is one terminology error, as agent 2 reports it and the truth lists it.
 type TermError struct {
 	OriginalWord       string `json:"original_word"`
 	WrongTranslation   string `json:"wrong_translation"`
@@ -61,20 +60,12 @@ const (
 )
 
 // ProperNounDetectionGrader scores agent 2's JSON list of terminology errors
-// against the true errors of the rough translation, on a 0–2 scale:
-//
-//   - 1 point for detection: the F1 of predicted against true errors, an item
-//     matching a true error when their original words agree
-//     (case-insensitive, each true error matched once); coverage (recall)
-//     and false positives (precision) both count. F1 is 1 when both lists
-//     are empty and 0 when exactly one is.
-//   - 1 point for corrections: the number of true errors matched by an item
-//     whose correct_translation equals the true correction, divided by the
-//     larger of the two list lengths (so false positives dilute it too);
-//     1 when both lists are empty.
-//
-// Output that is not valid JSON (see ParseDetections) scores 0. Parts holds
-// tp, fp, fn (counts, for precision/recall/F1 over a test set), f1 and
+// against the true errors on a 0–2 scale: 1 point for the F1 of the items,
+// an item matching a true error by its original word (case-insensitively,
+// each once), and 1 point for the matches with the true correction over the
+// longer list's length, so that false positives dilute it too (both 1 when
+// both lists are empty). Output ParseDetections refuses scores 0. Parts
+// holds tp, fp, fn (for precision and recall over a test set), f1 and
 // correction.
 type ProperNounDetectionGrader struct{}
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"examples/translation/corpus"
@@ -40,29 +39,17 @@ const (
 	RuleSubject      = "subject"      // subject (quoted identifier) or whole text missing
 )
 
-// TranslationQualityGrader scores a final translation on a 0–2 scale:
-//
-//   - 1 point for closeness to the reference: chrF (eval.ChrF: n ≤ 6, β = 2);
-//   - 1 point for the rules, split equally among the rule categories that
-//     apply to the sentence (each category scores the fraction of its items
-//     that pass):
-//     placeholders — the multiset of printf placeholders (%d, %s, %.2f, %1$s,
-//     …) equals the source's (or the reference's, when the translator
-//     reordered them);
-//     abbreviations — every acronym of the source that Chinese convention
-//     keeps (a V.E.R.A. acronym or all-capitals token, PCA, GWs, NA, that the
-//     reference also keeps) appears verbatim;
-//     terminology — every glossary term of the source that the reference
-//     uses appears in its glossary rendering;
-//     pronoun — no first-person 我/我们 unless the source has I/we/our (and
-//     "this study"/"this paper" become 本研究/本文);
-//     subject — the output is non-empty and keeps the quoted identifiers of
-//     the source ('x', "file", `fun`) that the reference keeps (in R's
-//     messages the subject is usually such an argument name).
-//
-// The subject category always applies, so the rule point is never free. An
-// output without <final_result>…</final_result> scores 0. The normalised
-// score is Score/2.
+// TranslationQualityGrader scores a final translation on a 0–2 scale: 1
+// point for chrF against the reference (eval.ChrF), 1 point split equally
+// among the rule categories that apply, each scoring the fraction of its
+// items that pass: placeholders (the source's printf placeholders, or the
+// reference's when reordered), abbreviations (the source's acronyms that
+// the reference keeps, verbatim), terminology (the glossary renderings the
+// reference uses), pronoun (no 我 unless the source has I/we/our; "this
+// study"/"this paper" as 本研究/本文) and subject (non-empty, with the
+// quoted identifiers the reference keeps, as R's messages are about such
+// arguments). Subject always applies, so the rule point is never free. An
+// output without <final_result>…</final_result> scores 0.
 type TranslationQualityGrader struct {
 	Glossary *corpus.Glossary
 	Acronyms map[string]bool
@@ -84,13 +71,8 @@ var PlaceholderRE = regexp.MustCompile(`%(?:[0-9]+\$)?[-+ #0']*(?:\*|[0-9]+)?(?:
 
 // Placeholders returns the sorted printf placeholders of s (without %%).
 func Placeholders(s string) []string {
-	var out []string
-	for _, p := range PlaceholderRE.FindAllString(s, -1) {
-		if p != "%%" {
-			out = append(out, p)
-		}
-	}
-	sort.Strings(out)
+	out := slices.DeleteFunc(PlaceholderRE.FindAllString(s, -1), func(p string) bool { return p == "%%" })
+	slices.Sort(out)
 	return out
 }
 
@@ -108,10 +90,7 @@ func (g *TranslationQualityGrader) acronyms(s string) []string {
 	seen := map[string]bool{}
 	for _, a := range acronymRE.FindAllString(s, -1) {
 		base := strings.TrimSuffix(a, "s")
-		if seen[a] {
-			continue
-		}
-		if g.Acronyms[a] || g.Acronyms[base] || strings.ToUpper(base) == base {
+		if !seen[a] && (g.Acronyms[a] || g.Acronyms[base] || strings.ToUpper(base) == base) {
 			seen[a] = true
 			out = append(out, a)
 		}
@@ -119,8 +98,7 @@ func (g *TranslationQualityGrader) acronyms(s string) []string {
 	return out
 }
 
-// Grade scores output (the agent's full reply) for the English source and the
-// reference translation.
+// Grade scores output, the agent's full reply, for the source and the reference.
 func (g *TranslationQualityGrader) Grade(source, reference, output string) Result {
 	res := Result{Parts: map[string]float64{}}
 	hyp, ok := ExtractFinal(output)
@@ -141,6 +119,15 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 	res.Parts["chrf"] = chrf
 	var cats []float64
 	var pass, total int
+	// check counts one item of a rule category, an issue unless ok.
+	check := func(ok bool, rule, format string, args ...any) {
+		total++
+		if ok {
+			pass++
+		} else {
+			res.issue(rule, format, args...)
+		}
+	}
 	// cat closes a rule category (when it applied) with the fraction of its
 	// items that passed.
 	cat := func(name string) {
@@ -151,73 +138,45 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 		}
 		pass, total = 0, 0
 	}
-	// kept checks one item of the source: when the reference keeps s, hyp
-	// must too.
-	kept := func(rule, s, format string, args ...any) {
-		if !strings.Contains(reference, s) {
-			return
-		}
-		total++
-		if strings.Contains(hyp, s) {
-			pass++
-		} else {
-			res.issue(rule, format, args...)
+	// kept checks that hyp keeps s where the reference does.
+	kept := func(s, rule, format string, args ...any) {
+		if strings.Contains(reference, s) {
+			check(strings.Contains(hyp, s), rule, format, args...)
 		}
 	}
 
 	src, ref, got := Placeholders(source), Placeholders(reference), Placeholders(hyp)
 	if len(src) > 0 || len(ref) > 0 {
-		total++
-		if slices.Equal(got, src) || slices.Equal(got, ref) {
-			pass++
-		} else {
-			res.issue(RulePlaceholder, "placeholders %v, want %v", got, src)
-		}
+		check(slices.Equal(got, src) || slices.Equal(got, ref), RulePlaceholder, "placeholders %v, want %v", got, src)
 	}
 	cat(RulePlaceholder)
 
 	for _, a := range g.acronyms(source) {
-		kept(RuleAbbreviation, a, "abbreviation %s not kept", a)
+		kept(a, RuleAbbreviation, "abbreviation %s not kept", a)
 	}
 	cat(RuleAbbreviation)
 
 	if g.Glossary != nil {
 		for _, t := range g.Glossary.TermsIn(source) {
-			kept(RuleTerminology, t.Zh, "term %q should be %s", t.En, t.Zh)
+			kept(t.Zh, RuleTerminology, "term %q should be %s", t.En, t.Zh)
 		}
 	}
 	cat(RuleTerminology)
 
-	firstPersonOK := firstRE.MatchString(source)
-	if !firstPersonOK || strings.Contains(hyp, "我") {
-		total++
-		if !firstPersonOK && strings.Contains(hyp, "我") && !strings.Contains(reference, "我") {
-			res.issue(RulePronoun, "first-person pronoun in the translation; use 本研究/本文 or an impersonal construction")
-		} else {
-			pass++
-		}
+	firstPersonOK, hasWo := firstRE.MatchString(source), strings.Contains(hyp, "我")
+	if !firstPersonOK || hasWo {
+		check(firstPersonOK || !hasWo || strings.Contains(reference, "我"), RulePronoun, "first-person pronoun in the translation; use 本研究/本文 or an impersonal construction")
 	}
 	for _, w := range [][2]string{{"this study", "本研究"}, {"this paper", "本文"}} {
 		if strings.Contains(strings.ToLower(source), w[0]) {
-			total++
-			if strings.Contains(hyp, w[1]) {
-				pass++
-			} else {
-				res.issue(RulePronoun, "%q should be %s", w[0], w[1])
-			}
+			check(strings.Contains(hyp, w[1]), RulePronoun, "%q should be %s", w[0], w[1])
 		}
 	}
 	cat(RulePronoun)
 
-	total++
-	if strings.TrimSpace(hyp) != "" {
-		pass++
-	} else {
-		res.issue(RuleSubject, "empty translation")
-	}
+	check(strings.TrimSpace(hyp) != "", RuleSubject, "empty translation")
 	for _, m := range quotedRE.FindAllStringSubmatch(source, -1) {
-		id := m[1] + m[2] + m[3]
-		kept(RuleSubject, id, "subject %q missing", id)
+		kept(m[1]+m[2]+m[3], RuleSubject, "subject %q missing", m[1]+m[2]+m[3])
 	}
 	cat(RuleSubject)
 
