@@ -26,9 +26,11 @@
 //
 // Requests are a small binary format (wire.go): a version byte, a uvarint
 // count and fixed-width fields, every length checked against the bytes
-// present before anything is allocated. A malformed request, a NaN,
-// infinite or negative priority, a sample larger than
-// ServiceConfig.MaxSample or one whose reply would exceed the server's max
-// payload is refused with a micro error (code 400 or 413, returned by the
-// client as a *RemoteError) and leaves the buffer unchanged.
+// present before anything is allocated. A malformed request, a priority
+// that is NaN, negative or above MaxPriority, a β outside [0, 1], a sample
+// larger than ServiceConfig.MaxSample or one whose reply would exceed the
+// server's max payload is refused with a micro error (code 400 or 413, returned by the
+// client as a *RemoteError) and leaves the buffer unchanged; positive
+// priorities below MinPriority are raised to it, so that the sums and the
+// importance weights stay finite.
 package replay

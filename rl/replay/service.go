@@ -112,12 +112,26 @@ func (s *Service) Stop() error { return s.svc.Stop() }
 // Buffer is the served buffer.
 func (s *Service) Buffer() *Buffer[[]byte] { return s.buf }
 
-// checkPriorities refuses what would corrupt the sum-tree: a NaN, an
-// infinite or a negative priority.
+// The service's range of priorities. With p^α between these bounds the
+// sum-tree's total and the importance weights' normaliser (N·min P)^−β stay
+// finite for any buffer that fits in memory; beyond them a single item could
+// overflow the sum or underflow the weights to NaN.
+const (
+	MinPriority = 1e-12 // smaller positive priorities are raised to it
+	MaxPriority = 1e12  // larger ones are refused
+)
+
+// checkPriorities refuses what would corrupt the sum-tree (a NaN, an
+// infinite, a negative or an overlarge priority) and raises positive
+// priorities below MinPriority to it; 0 keeps its meaning (see Buffer.Add
+// and Buffer.Update).
 func checkPriorities(ps []float64) *requestError {
 	for k, p := range ps {
-		if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
-			return badRequest("priority %d is %g: want a finite number ≥ 0", k, p)
+		if math.IsNaN(p) || p < 0 || p > MaxPriority {
+			return badRequest("priority %d is %g: want 0 to %g", k, p, MaxPriority)
+		}
+		if p > 0 && p < MinPriority {
+			ps[k] = MinPriority
 		}
 	}
 	return nil
@@ -148,8 +162,8 @@ func (s *Service) sample(msg []byte) ([]byte, *requestError) {
 	if n == 0 || n > uint64(s.maxSample) {
 		return nil, badRequest("sample: %d items requested, want 1 to %d", n, s.maxSample)
 	}
-	if math.IsNaN(beta) || math.IsInf(beta, 0) || beta < 0 {
-		return nil, badRequest("sample: beta %g, want a finite number ≥ 0", beta)
+	if !(beta >= 0 && beta <= 1) {
+		return nil, badRequest("sample: beta %g, want 0 to 1", beta)
 	}
 	s.mu.Lock()
 	items := s.buf.Sample(int(n), beta, s.rng)

@@ -292,7 +292,9 @@ func TestServiceRefusesBadRequests(t *testing.T) {
 		{"sample", raw(v, []byte{101}, f64b(0.4)), "101 items requested"},
 		{"sample", raw(v, huge, f64b(0.4)), "items requested"},
 		{"sample", raw(v, []byte{4}, f64b(math.NaN())), "beta NaN"},
-		{"sample", raw(v, []byte{4}, f64b(-1)), "beta -1"},
+		{"sample", raw(v, []byte{4}, f64b(-1)), "beta -1, want 0 to 1"},
+		{"sample", raw(v, []byte{4}, f64b(1.5)), "beta 1.5"},
+		{"add", raw(v, []byte{1}, f64b(2e12), []byte{0}), "priority 0 is 2e+12: want 0 to 1e+12"},
 		{"sample", raw(v, []byte{4}), "message ends early"},
 		{"update", raw(v, []byte{1}, u64(0)), "does not fit"},
 		{"update", raw(v, []byte{1}, u64(0), f64b(math.Inf(-1))), "priority 0 is -Inf"},
@@ -338,9 +340,15 @@ func TestServiceRefusesBadRequests(t *testing.T) {
 
 func TestServiceLimits(t *testing.T) {
 	b := openBus(t, bus.Config{MaxPayload: 4096})
-	serve(t, b, "small", 16, 1, ServiceConfig{})
+	svc := serve(t, b, "small", 16, 1, ServiceConfig{})
 	c := NewClient(b.Conn(), "small")
 	ctx := context.Background()
+	if _, err := c.Add(ctx, [][]byte{{1}}, []float64{1e-300}); err != nil {
+		t.Fatal(err)
+	}
+	if it := svc.Buffer().Items(); len(it) != 1 || it[0].Priority != MinPriority {
+		t.Errorf("a priority of 1e-300 is stored as %+v, want MinPriority", it)
+	}
 	if _, err := c.Add(ctx, [][]byte{make([]byte, 5000)}, nil); err == nil || !strings.Contains(err.Error(), "max payload 4096") {
 		t.Errorf("oversized add: %v", err)
 	}
@@ -368,6 +376,8 @@ func FuzzServiceRequest(f *testing.F) {
 	f.Add(uint8(2), encodeUpdate([]uint64{0, 1, 99}, []float64{2, 0, 1}))
 	f.Add(uint8(3), []byte{})
 	f.Add(uint8(0), []byte{wireVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(uint8(0), encodeAdd([][]byte{{1}, {2}}, []float64{1e12, 5e-324}))
+	f.Add(uint8(2), encodeUpdate([]uint64{0, 1}, []float64{1e-300, 1e12}))
 	f.Fuzz(func(t *testing.T, verb uint8, msg []byte) {
 		s := &Service{buf: New[[]byte](8, 0.7), maxSample: 64, rng: rand.New(rand.NewPCG(1, 1)),
 			maxPayload: func() int64 { return 1 << 10 }}
@@ -391,6 +401,11 @@ func FuzzServiceRequest(f *testing.F) {
 		}
 		if math.IsNaN(after.Mass) || math.IsInf(after.Mass, 0) || math.IsInf(after.MaxPriority, 0) {
 			t.Fatalf("buffer corrupted: %+v", after)
+		}
+		for _, it := range s.buf.Sample(16, 1, s.rng) {
+			if !(it.Prob > 0 && it.Prob <= 1 && it.Weight > 0 && it.Weight <= 1) {
+				t.Fatalf("after %x: item %d has P %g, w %g", msg, it.ID, it.Prob, it.Weight)
+			}
 		}
 		if rerr == nil {
 			var err error
