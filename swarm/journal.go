@@ -77,17 +77,24 @@ type jentry struct {
 	ackNow  bool          // trained into a checkpoint, or dropped
 }
 
-func openJournal(ctx context.Context, js jetstream.JetStream, model string, replicas int, timeout time.Duration) (*journal, error) {
-	j := &journal{js: js, subject: EpisodeSubject(model), timeout: timeout, replicas: max(1, replicas)}
-	cfg := jetstream.StreamConfig{
+// JournalStreamConfig is the configuration of a model's episode stream:
+// work-queue retention (an acknowledged episode is deleted), file storage,
+// and a ten-minute window in which a repeated episode id is dropped.
+func JournalStreamConfig(model string, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
 		Name:        EpisodeStream(model),
 		Description: "finished train episodes of " + model + ", until a checkpoint holds them",
-		Subjects:    []string{j.subject},
+		Subjects:    []string{EpisodeSubject(model)},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    j.replicas,
+		Replicas:    max(1, replicas),
 		Duplicates:  10 * time.Minute,
 	}
+}
+
+func openJournal(ctx context.Context, js jetstream.JetStream, model string, replicas int, timeout time.Duration) (*journal, error) {
+	j := &journal{js: js, subject: EpisodeSubject(model), timeout: timeout, replicas: max(1, replicas)}
+	cfg := JournalStreamConfig(model, replicas)
 	st, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("swarm: episode stream %s: %w", cfg.Name, err)

@@ -39,14 +39,25 @@ func WeightsBucket(model string) string { return "TROUPE_WEIGHTS_" + bus.Subject
 // WeightsObject names the weights of one step in WeightsBucket.
 func WeightsObject(step int64) string { return fmt.Sprintf("step-%012d", step) }
 
-func weightsStep(name string) (int64, bool) {
+// weightsStep parses an object name: the step, and whether it is one part
+// of a step's weights (step-N.pK) rather than the object that announces
+// the step.
+func weightsStep(name string) (step int64, part, ok bool) {
 	s, ok := strings.CutPrefix(name, "step-")
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
+	s, _, part = strings.Cut(s, ".p")
 	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil && n >= 0
+	return n, part, err == nil && n >= 0
 }
+
+// weightsPart is the size of one object when a step's weights are split.
+// The object store publishes an object's chunks without waiting for their
+// acknowledgements, and a whole 1 GB model at once overruns a server's
+// ingest queue (it answers 429); parts of this size are put one after the
+// other, and the step's own object, naming the part count, comes last.
+var weightsPart = 32 << 20 // a variable so that tests can split small weights
 
 const keepWeights = 2
 
@@ -79,7 +90,7 @@ func (s *Server) publishWeightsLocked(step int64) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*s.cfg.journalTimeout()+time.Duration(buf.Len()/(1<<20))*time.Second)
 	defer cancel()
-	if _, err := s.ws.obs.PutBytes(ctx, WeightsObject(step), buf.Bytes()); err != nil {
+	if err := putWeights(ctx, s.ws.obs, step, buf.Bytes()); err != nil {
 		return fmt.Errorf("swarm: publish weights of step %d: %w", step, err)
 	}
 	s.m.weightsPublished.Observe(time.Since(start).Seconds())
@@ -88,7 +99,7 @@ func (s *Server) publishWeightsLocked(step int64) error {
 		return nil // the weights are out; pruning waits for the next step
 	}
 	for _, info := range lister {
-		if n, ok := weightsStep(info.Name); ok && n <= step-keepWeights {
+		if n, _, ok := weightsStep(info.Name); ok && n <= step-keepWeights {
 			s.ws.obs.Delete(ctx, info.Name)
 		}
 	}
@@ -110,11 +121,11 @@ func (s *Server) watchWeights() error {
 			if info == nil {
 				continue // the end of the initial listing
 			}
-			step, ok := weightsStep(info.Name)
-			if !ok || step <= s.step.Load() {
+			step, part, ok := weightsStep(info.Name)
+			if !ok || part || step <= s.step.Load() {
 				continue
 			}
-			if err := s.loadPublished(info.Name, step); err != nil {
+			if err := s.loadPublished(info, step); err != nil {
 				s.log.Error("loading published weights failed; serving the previous ones", "object", info.Name, "err", err)
 			}
 		}
@@ -122,10 +133,11 @@ func (s *Server) watchWeights() error {
 	return nil
 }
 
-func (s *Server) loadPublished(name string, step int64) error {
+func (s *Server) loadPublished(info *jetstream.ObjectInfo, step int64) error {
+	name := info.Name
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	b, err := s.ws.obs.GetBytes(ctx, name)
+	b, err := getWeights(ctx, s.ws.obs, info)
 	if err != nil {
 		return err
 	}
@@ -141,4 +153,51 @@ func (s *Server) loadPublished(name string, step int64) error {
 	s.m.weightsLoaded.Inc()
 	s.log.Info("loaded published weights", "object", name, "global_step", v, "bytes", len(b))
 	return nil
+}
+
+// putWeights stores one step's weights: one object, or parts of
+// weightsPart bytes followed by the step's object naming their count.
+func putWeights(ctx context.Context, obs jetstream.ObjectStore, step int64, data []byte) error {
+	name := WeightsObject(step)
+	if len(data) <= weightsPart {
+		_, err := obs.PutBytes(ctx, name, data)
+		return err
+	}
+	n := (len(data) + weightsPart - 1) / weightsPart
+	for i := range n {
+		part := data[i*weightsPart : min(len(data), (i+1)*weightsPart)]
+		if _, err := obs.PutBytes(ctx, fmt.Sprintf("%s.p%05d", name, i), part); err != nil {
+			return err
+		}
+	}
+	_, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: map[string]string{"parts": strconv.Itoa(n)}}, bytes.NewReader(nil))
+	return err
+}
+
+// getWeights reads what putWeights stored under info.
+func getWeights(ctx context.Context, obs jetstream.ObjectStore, info *jetstream.ObjectInfo) ([]byte, error) {
+	p, ok := info.Metadata["parts"]
+	if !ok {
+		return obs.GetBytes(ctx, info.Name)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || n > 1<<20 {
+		return nil, fmt.Errorf("object %s: bad part count %q", info.Name, p)
+	}
+	var out []byte
+	for i := range n {
+		b, err := obs.GetBytes(ctx, fmt.Sprintf("%s.p%05d", info.Name, i))
+		if err != nil {
+			return nil, fmt.Errorf("object %s part %d of %d: %w", info.Name, i, n, err)
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+// PublishWeights stores one step's weights in obs (a WeightsBucket) as a
+// trainer does, so that a program other than a swarm server (an
+// evaluator, a benchmark) can take part.
+func PublishWeights(ctx context.Context, obs jetstream.ObjectStore, step int64, data []byte) error {
+	return putWeights(ctx, obs, step, data)
 }

@@ -255,7 +255,7 @@ func serve(args []string) error { return serveCmd(args, os.Stdout, os.Stderr) }
 type serveOptions struct {
 	model, host, multi, publicURL, ckptDir, config, adminTokenFile, pprofAddr string
 	natsURL, dataDir, role                                                    string
-	port, ckptEvery, batch, repeat, maxReq, maxEp, maxPerClient               int
+	port, ckptEvery, batch, repeat, maxReq, maxEp, maxPerClient, replicas     int
 	autostart                                                                 bool
 	maxBody                                                                   int64
 	maxReward                                                                 float64
@@ -275,6 +275,7 @@ func serveFlags(fs *flag.FlagSet) *serveOptions {
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 1, "checkpoint every N training steps (0: only on shutdown); episodes are released from the journal once a checkpoint holds them")
 	fs.StringVar(&o.natsURL, "nats", "", "NATS server or cluster holding the episode journal (nats://host:4222); default: a server embedded in this process, storing under --data-dir")
 	fs.StringVar(&o.role, "role", "", "rollout (serve and publish episodes, load published weights) or train (consume episodes, train, publish weights); default both in one process. Needs --nats")
+	fs.IntVar(&o.replicas, "nats-replicas", 1, "copies of the episode stream and weights bucket on a NATS cluster (3 survives one node's loss)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "embedded NATS store (default: <checkpoint-dir>/nats; without either, finished episodes live in memory only)")
 	fs.StringVar(&o.config, "config", "", "AgentJet training YAML to apply at start")
 	fs.IntVar(&o.batch, "batch-size", 0, "tasks per training batch (overrides the config)")
@@ -463,7 +464,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 			js = b.JetStream()
 		}
 		s, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: tc, PublicURL: o.publicURL, AdminToken: admin,
-			JetStream: js, JournalName: journal, Role: o.role,
+			JetStream: js, JournalName: journal, Role: o.role, JournalReplicas: o.replicas,
 			CheckpointDir: dir, MaxBodyBytes: o.maxBody, MaxRequestTokens: o.maxReq, MaxEpisodeTokens: o.maxEp,
 			MaxOpenPerClient: o.maxPerClient, MaxDiscardTimeout: o.maxDiscard, MaxAbsReward: o.maxReward,
 			ReadHeaderTimeout: o.readHeader, ReadTimeout: o.read, WriteTimeout: o.write, IdleTimeout: o.idle, Logger: log})
