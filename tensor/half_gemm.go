@@ -240,10 +240,15 @@ func gemmBF16Serial(hp *halfPath, transB bool, m, n, k int, alpha float32, a []f
 	// The B buffer holds float32 slots; the panels are 16-bit values, two
 	// a slot.
 	b16 := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(buf.b))), 2*len(buf.b))
+	// k in blocks of equal size (at most kc): 896 as 3·299 rather than
+	// 384+384+128, whose short last block pays the per-tile costs (C read
+	// and written, the call) over fewer multiply-adds.
+	blocks := max(1, (k+kern.kc-1)/kern.kc)
+	kcE := (k + blocks - 1) / blocks
 	for jc := 0; jc < n; jc += kern.nc {
 		nb := min(kern.nc, n-jc)
-		for pc := 0; pc < k; pc += kern.kc {
-			kb := min(kern.kc, k-pc)
+		for pc := 0; pc < k; pc += kcE {
+			kb := min(kcE, k-pc)
 			betaP := beta
 			if pc > 0 {
 				betaP = 1

@@ -129,8 +129,12 @@ func packBHalfAVX2(dst []float32, transB bool, b []uint16, ldb, p0, j0, kb, nb, 
 }
 
 // kernelAVX2BF16 is kernelAVX2 on panels of bfloat16 pairs (GemmHalf's
-// bfloat16 products): the same tile and blocking.
-var kernelAVX2BF16 = &gemmKernel{name: "avx2-bf16", mr: 6, nr: pairsNR, mc: 144, kc: 256, nc: 2048, bPairs: true, packAT: packA6, fn: sgemmKernelAVX2BF16,
+// bfloat16 products): the same tile; a panel step takes half the bytes, so
+// a 384-step B micro-panel (12 KiB) stays in L1 beside the A panel, and C
+// is read and written half as often as with 256 steps (the larger KC was
+// the faster on 128-row products at the Qwen2.5-0.5B shapes, AMD EPYC
+// Zen, AVX2).
+var kernelAVX2BF16 = &gemmKernel{name: "avx2-bf16", mr: 6, nr: pairsNR, mc: 144, kc: 384, nc: 2048, bPairs: true, packAT: packA6, fn: sgemmKernelAVX2BF16,
 	edges: []edgeKernel{{2, sgemmKernelAVX2BF16x2}, {4, sgemmKernelAVX2BF16x4}}}
 
 // packPairsAVX2 is packPairsGo with full panels packed by the assembly
