@@ -66,6 +66,7 @@ type journal struct {
 	subject  string
 	timeout  time.Duration
 	consume  jetstream.ConsumeContext
+	consumer *jetstream.ConsumerConfig // as created, for updates
 	replicas int
 }
 
@@ -127,7 +128,7 @@ func (s *Server) startConsumer(ctx context.Context) error {
 	if err := j.stream.DeleteConsumer(ctx, trainerConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("swarm: reset consumer %s on %s: %w", trainerConsumer, name, err)
 	}
-	c, err := j.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+	ccfg := jetstream.ConsumerConfig{
 		Durable:       trainerConsumer,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -137,7 +138,8 @@ func (s *Server) startConsumer(ctx context.Context) error {
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
 		Replicas:      j.replicas,
-	})
+	}
+	c, err := j.stream.CreateConsumer(ctx, ccfg)
 	if err != nil {
 		return fmt.Errorf("swarm: consumer %s on %s: %w", trainerConsumer, name, err)
 	}
@@ -147,7 +149,7 @@ func (s *Server) startConsumer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("swarm: consume %s: %w", name, err)
 	}
-	j.consume = cc
+	j.consume, j.consumer = cc, &ccfg
 	return nil
 }
 

@@ -127,6 +127,9 @@ type ServerConfig struct {
 	// Role is RoleBoth (the default), RoleRollout or RoleTrain; the
 	// latter two need JetStream (see the roles' documentation).
 	Role string
+	// RegistryURL is the URL this server announces in RegistryBucket
+	// (PublicURL when empty; no announcement when both are empty).
+	RegistryURL string
 	// JournalName names the episode stream (EpisodeStream); the model's
 	// name when empty. Servers sharing one NATS need distinct names.
 	JournalName string
@@ -183,6 +186,7 @@ type Server struct {
 
 	curves trainCurves // touched by the training goroutine only
 
+	kv         jetstream.KeyValue // the registry; nil without JetStream or a URL to announce
 	ws         *weightStore             // the weights bucket; nil in RoleBoth
 	jr         *journal                 // nil without ServerConfig.JetStream
 	jseq       map[uint64]*jentry       // journaled episodes not acknowledged yet, by stream sequence
@@ -309,6 +313,15 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.ws = ws
 	default:
 		return nil, fmt.Errorf("swarm: unknown role %q (want %q, %q or empty)", cfg.Role, RoleRollout, RoleTrain)
+	}
+	if cfg.JetStream != nil && s.registryURL() != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.journalTimeout())
+		kv, err := openRegistry(ctx, cfg.JetStream, cfg.JournalReplicas)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.kv = kv
 	}
 	if cfg.JetStream != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.journalTimeout())
@@ -691,12 +704,17 @@ func (s *Server) reapLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ReapInterval)
 	defer t.Stop()
+	var registered time.Time
 	for {
 		select {
 		case <-s.stopCh:
 			return
 		case now := <-t.C:
 			s.reap(now)
+			if s.kv != nil && now.Sub(registered) >= RegistryTTL/3 {
+				s.register()
+				registered = now
+			}
 		}
 	}
 }

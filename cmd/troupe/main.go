@@ -39,6 +39,7 @@ var commands = []command{
 	{name: "swarm", summary: "swarm servers (AgentJet's protocol, OpenAI chat completions)", sub: []command{
 		{name: "serve", summary: "run swarm server(s)", run: serveCmd},
 		{name: "models", summary: "list the model presets", run: modelsCmd},
+		{name: "frontends", summary: "list the servers registered on a NATS (model, URL, role, step)", run: frontendsCmd},
 	}},
 	{name: "lm", summary: "pretrained Hugging Face models: logprobs, tokenize, render, generate, init, export", run: lmCmd},
 	{name: "nats", summary: "a NATS server with JetStream for several processes or machines (the one troupe embeds)", run: natsCmd},
@@ -256,6 +257,7 @@ type serveOptions struct {
 	model, host, multi, publicURL, ckptDir, config, adminTokenFile, pprofAddr string
 	natsURL, dataDir, role                                                    string
 	port, ckptEvery, batch, repeat, maxReq, maxEp, maxPerClient, replicas     int
+	balance                                                                   int
 	autostart                                                                 bool
 	maxBody                                                                   int64
 	maxReward                                                                 float64
@@ -275,6 +277,7 @@ func serveFlags(fs *flag.FlagSet) *serveOptions {
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 1, "checkpoint every N training steps (0: only on shutdown); episodes are released from the journal once a checkpoint holds them")
 	fs.StringVar(&o.natsURL, "nats", "", "NATS server or cluster holding the episode journal (nats://host:4222); default: a server embedded in this process, storing under --data-dir")
 	fs.StringVar(&o.role, "role", "", "rollout (serve and publish episodes, load published weights) or train (consume episodes, train, publish weights); default both in one process. Needs --nats")
+	fs.IntVar(&o.balance, "balance-episodes", 0, "with several models (--multi, --agents): share this many in-flight episodes among them by their reward progress (ensemble's softmax scheduler); 0 leaves each its own limit")
 	fs.IntVar(&o.replicas, "nats-replicas", 1, "copies of the episode stream and weights bucket on a NATS cluster (3 survives one node's loss)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "embedded NATS store (default: <checkpoint-dir>/nats; without either, finished episodes live in memory only)")
 	fs.StringVar(&o.config, "config", "", "AgentJet training YAML to apply at start")
@@ -446,6 +449,8 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	if b, err = o.openBus(log); err != nil {
 		return err
 	}
+	var bal *swarm.Balancer // set once every server exists
+	var balMu sync.Mutex
 	for i, sp := range specs {
 		m, err := mk(sp.model)
 		if err != nil {
@@ -463,8 +468,18 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		if b != nil {
 			js = b.JetStream()
 		}
+		idx := i
+		onStep := func(ts swarm.TrainStep) {
+			balMu.Lock()
+			bb := bal
+			balMu.Unlock()
+			if bb != nil {
+				bb.Observe(idx, ts)
+			}
+		}
 		s, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: tc, PublicURL: o.publicURL, AdminToken: admin,
-			JetStream: js, JournalName: journal, Role: o.role, JournalReplicas: o.replicas,
+			JetStream: js, JournalName: journal, Role: o.role, JournalReplicas: o.replicas, OnTrainStep: onStep,
+			RegistryURL:   "http://" + rs[i].ln.Addr().String(),
 			CheckpointDir: dir, MaxBodyBytes: o.maxBody, MaxRequestTokens: o.maxReq, MaxEpisodeTokens: o.maxEp,
 			MaxOpenPerClient: o.maxPerClient, MaxDiscardTimeout: o.maxDiscard, MaxAbsReward: o.maxReward,
 			ReadHeaderTimeout: o.readHeader, ReadTimeout: o.read, WriteTimeout: o.write, IdleTimeout: o.idle, Logger: log})
@@ -479,6 +494,20 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		rs[i].sw.set(s.Handler())
 		log.Info("swarm server listening", "model", sp.model, "addr", rs[i].ln.Addr().String(), "autostart", o.autostart, "admin_token", admin != "")
+	}
+	if o.balance > 0 && len(rs) > 1 {
+		servers := make([]*swarm.Server, len(rs))
+		for i, r := range rs {
+			servers[i] = r.s
+		}
+		nb, err := swarm.NewBalancer(servers, o.balance, 0.1, 0.1/float64(len(servers)))
+		if err != nil {
+			return fmt.Errorf("--balance-episodes: %w", err)
+		}
+		log.Info("balancing in-flight episodes", "total", o.balance, "shares", nb.Apply())
+		balMu.Lock()
+		bal = nb
+		balMu.Unlock()
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-ml/troupe/bus"
+	"github.com/troupe-ml/troupe/swarm"
 )
 
 // natsCmd runs "troupe nats": a NATS server with JetStream (the pinned
@@ -68,5 +71,34 @@ func natsCmd(args []string, stdout, stderr io.Writer) error {
 	defer signal.Stop(sig)
 	<-sig
 	log.Info("nats shutting down")
+	return nil
+}
+
+// frontendsCmd lists the registry: every swarm server on a NATS, as JSON
+// lines.
+func frontendsCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("troupe swarm frontends", flag.ContinueOnError)
+	url := fs.String("nats", "nats://127.0.0.1:4222", "NATS server the swarm servers use")
+	model := fs.String("model", "", "only this model's servers")
+	if err := parseCmdFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{URL: *url, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	list, err := swarm.ListFrontends(ctx, b.JetStream(), *model)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	for _, f := range list {
+		if err := enc.Encode(f); err != nil {
+			return err
+		}
+	}
 	return nil
 }
