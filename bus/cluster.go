@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,7 +27,7 @@ func awaitJetStream(ctx context.Context, js jetstream.JetStream) error {
 		case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
 			return err
 		case ctx.Err() != nil:
-			return err
+			return fmt.Errorf("no answer (a cluster answers once a majority of its nodes is up): %w", err)
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
