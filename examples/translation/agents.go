@@ -44,29 +44,34 @@ func usedTerms(terms []corpus.Term, zh string) []corpus.Term {
 	return out
 }
 
+// msgsTranslate is agent 1's prompt.
 func msgsTranslate(en string) []tokenizer.Message {
 	return []tokenizer.Message{{Role: "system", Content: sysTranslate}, {Role: "user", Content: en}}
 }
 
-// glossaryHinter writes agent 2's glossary hint, the entries of the
-// English's terms (at most three, longest first) marked by a string checker:
+// translateAll are agent 1's prompts for the tasks.
+func translateAll(tasks []task) [][]tokenizer.Message {
+	out := make([][]tokenizer.Message, len(tasks))
+	for i, t := range tasks {
+		out[i] = msgsTranslate(t.En)
+	}
+	return out
+}
+
+// msgsDetect is agent 2's prompt: the English, the glossary hint and the
+// rough translation.
+func msgsDetect(g *corpus.Glossary, en, rough string) []tokenizer.Message {
+	return []tokenizer.Message{{Role: "system", Content: sysDetect}, {Role: "user", Content: en + "\n" + glossaryHint(g, en, rough) + "\n" + rough}}
+}
+
+// glossaryHint lists the English's terms (at most three, longest first)
+// marked by a string checker, for agent 2 to copy with its pointer head:
 //
 //	Glossary: "degrees of freedom"=自由度 (missing); "matrix"=矩阵 (found)
 //
-// Agent 2 then copies corrections with its pointer head rather than recall
-// renderings. The English is quoted as in agent 2's answer: after a space
-// the pre-tokenizer would give the term other tokens, which cannot be copied.
-type glossaryHinter struct {
-	G *corpus.Glossary
-}
-
-// msgs is agent 2's prompt: the English, the hint and the rough translation.
-func (h glossaryHinter) msgs(en, rough string) []tokenizer.Message {
-	return []tokenizer.Message{{Role: "system", Content: sysDetect}, {Role: "user", Content: en + "\n" + h.hint(en, rough) + "\n" + rough}}
-}
-
-func (h glossaryHinter) hint(en, rough string) string {
-	terms := hintTerms(h.G, en)
+// Quoted, as in agent 2's answer, a term has the answer's tokens.
+func glossaryHint(g *corpus.Glossary, en, rough string) string {
+	terms := hintTerms(g, en)
 	if len(terms) == 0 {
 		return "Glossary: none"
 	}
@@ -87,10 +92,8 @@ func hintTerms(g *corpus.Glossary, en string) []corpus.Term {
 	return terms[:min(3, len(terms))]
 }
 
-// checkerErrors is a string-matching glossary checker, evaluate's baseline
-// for agent 2: every entry of the hint whose rendering the rough
-// translation lacks is an error. It cannot know which entries the
-// reference uses, which agent 2 has to learn.
+// checkerErrors is a string-matching checker, agent 2's baseline: each hint
+// entry the rough translation lacks, whether or not the reference uses it.
 func checkerErrors(g *corpus.Glossary, en, rough string) []grader.TermError {
 	return missingTerms(hintTerms(g, en), rough)
 }
@@ -116,11 +119,9 @@ func msgsFinal(en, rough, detection string) []tokenizer.Message {
 // maxCorrections bounds (in runes) the corrections in agent 3's prompt.
 const maxCorrections = 120
 
-// correctionsText is how agent 3's prompt carries agent 2's answer: a valid
-// JSON list as "object=对象" items (the hint's form; "object: 属性→对象" with
-// a wrong span) separated by "; ", anything else verbatim, clipped to
-// maxCorrections runes. The JSON itself, about 90 runes an item, leaves too
-// little context for the final translation's closing tag.
+// correctionsText is agent 2's answer in agent 3's prompt: a valid list as
+// "object=对象; object: 属性→对象" (the JSON's 90 runes an item leave too
+// little context for the closing tag), anything else verbatim, clipped.
 func correctionsText(detection string) string {
 	errs, err := grader.ParseDetections(detection)
 	if err != nil {
@@ -140,18 +141,14 @@ func correctionsText(detection string) string {
 }
 
 // clientCorrections is what the client passes on to agent 3 of agent 2's
-// answer, as a workflow validates a tool's output before acting on it: no
-// valid JSON list becomes "[]", and of a list only the items that ask for
-// something are kept (validCorrections). Invalid answers passed on verbatim
-// make agent 3 lose its closing tag; with both rules the workflow's chrF at
-// the warm start beats agent 1 alone's on the validation split.
+// answer, as a workflow validates a tool's output: its validCorrections.
+// Invalid answers passed on verbatim make agent 3 lose its closing tag.
 func clientCorrections(en, rough, detection string) string {
 	return errorsJSON(validCorrections(en, rough, detection))
 }
 
-// validCorrections are the items of agent 2's answer whose original word
-// occurs in the English (case-insensitively) and whose rendering is not
-// empty and not already in the rough translation.
+// validCorrections are the items of agent 2's list whose word is in the
+// English (in any case) and whose rendering the rough translation lacks.
 func validCorrections(en, rough, detection string) []grader.TermError {
 	errs, err := grader.ParseDetections(detection)
 	if err != nil {

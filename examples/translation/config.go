@@ -12,11 +12,9 @@ import (
 	"strings"
 )
 
-// Config holds every hyper-parameter of a run. Its defaults are the
-// settings chosen on the validation split; QuickConfig is the smoke
-// test's. A run file (-config run.yaml) and -set key=value change fields
-// by their keys (the `key` tags), so that a run is reproduced from its
-// report's settings block alone.
+// Config holds every hyper-parameter of a run, its defaults chosen on the
+// validation split. -config and -set change fields by their `key` tags, so
+// that a report's settings block alone reproduces its run.
 type Config struct {
 	// Models: the small one plays agents 1 and 3, the larger one agent 2.
 	SmallDim    int `key:"small-dim"`
@@ -57,9 +55,8 @@ type Config struct {
 	RLTemp      float64 `key:"rl-temp"`       // sampling temperature of agents 1 and 3
 	RLTempLarge float64 `key:"rl-temp-large"` // and of agent 2
 
-	// Pretrained Hugging Face model directories (both, or neither): the
-	// small one for agents 1 and 3, the larger one for agent 2, each
-	// trained through a LoRA adapter instead of warm-started from scratch.
+	// Pretrained Hugging Face models (both, or neither) instead of the warm
+	// starts: the small one for agents 1 and 3, each trained through LoRA.
 	SmallModelDir string `key:"small-model-dir"`
 	LargeModelDir string `key:"large-model-dir"`
 

@@ -14,32 +14,27 @@ import (
 
 // metrics of one system on the evaluated sentences.
 type metrics struct {
-	N                 int
-	ChrF              float64 // mean sentence chrF
-	PlaceholderAcc    float64 // sentences with placeholders, fraction preserved
-	TermAcc           float64 // glossary terms (that the reference uses) present
-	RuleViolations    float64 // pronoun + abbreviation issues per sentence
-	Quality           float64 // TranslationQualityGrader, normalised (small model's reward)
-	DetP, DetR, DetF1 float64 // detector precision/recall/F1 over all items
-	JSONValid         float64 // fraction of detector outputs that are valid JSON
-	Detection         float64 // ProperNounDetectionGrader, normalised (larger model's reward)
-	FinalTagRate      float64 // fraction of agent-3 outputs with <final_result>
-	// Agent 3's answers as written, before the client's guard (guardFinal).
-	Agent3ChrF, Agent3TermAcc float64
-	// A string-matching glossary checker in agent 2's place (checkerErrors).
-	CheckerP, CheckerR, CheckerDetection float64
+	N                                    int
+	ChrF                                 float64 // mean sentence chrF
+	PlaceholderAcc                       float64 // sentences with placeholders, fraction preserved
+	TermAcc                              float64 // glossary terms (that the reference uses) present
+	RuleViolations                       float64 // pronoun + abbreviation issues per sentence
+	Quality                              float64 // TranslationQualityGrader, normalised (small model's reward)
+	DetP, DetR, DetF1                    float64 // detector precision/recall/F1 over all items
+	JSONValid                            float64 // fraction of detector outputs that are valid JSON
+	Detection                            float64 // ProperNounDetectionGrader, normalised (larger model's reward)
+	FinalTagRate                         float64 // fraction of agent-3 outputs with <final_result>
+	Agent3ChrF, Agent3TermAcc            float64 // agent 3's answers as written, before guardFinal
+	CheckerP, CheckerR, CheckerDetection float64 // checkerErrors in agent 2's place
 	placeholderSentence                  int
 	seen                                 []string    // what agent 2 was given (workflow rows; detectOn)
 	Examples                             [][5]string // source, reference, rough, detection, final output
-	// Per sentence, in task order, for the bootstrap intervals: chrF and
-	// the quality reward, and on workflow rows agent 3's chrF as written
-	// and the detection reward.
+	// Per sentence, for the bootstrap intervals (the last two: workflow rows).
 	chrf, quality, agent3ChrF, detection []float64
 }
 
-// generate decodes a batch of chat prompts greedily, in chunks of similar
-// length (a chunk runs as long as its longest generation). Each prompt has
-// min(maxTok, MaxLen − its length) tokens, as in an RL rollout; a prompt
+// generate decodes chat prompts greedily in chunks of similar length, each
+// with min(maxTok, MaxLen − its length) tokens as in a rollout; a prompt
 // that leaves fewer than two keeps its end, the open assistant turn.
 func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 	end := tok.MustSpecialID(tokenizer.End)
@@ -68,8 +63,7 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 			return nil, fmt.Errorf("generate: %w", err)
 		}
 		for j, g := range gens {
-			// A byte-level token can end inside a character: U+FFFD, as
-			// in the swarm endpoint's JSON (and the cache's).
+			// A token ending inside a character gives U+FFFD, as in the swarm's JSON.
 			out[idx[j]] = strings.ToValidUTF8(tok.DecodeSkipSpecial(g.Tokens), "\uFFFD")
 		}
 	}
@@ -78,11 +72,8 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 
 // evaluate runs agent 1 alone and the full workflow greedily on tasks.
 func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics, err error) {
-	var m1, m2, m3 [][]tokenizer.Message
-	for _, t := range tasks {
-		m1 = append(m1, msgsTranslate(t.En))
-	}
-	rough, err := small(m1, e.maxTok)
+	var m2, m3 [][]tokenizer.Message
+	rough, err := small(translateAll(tasks), e.maxTok)
 	if err != nil {
 		return
 	}
@@ -90,7 +81,7 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 	checker := make([]string, len(rough)) // the string-matching checker's answers in agent 2's place
 	for i, t := range tasks {
 		seen[i] = clip(rough[i], e.maxRough)
-		m2 = append(m2, e.hint.msgs(t.En, seen[i]))
+		m2 = append(m2, msgsDetect(e.qg.Glossary, t.En, seen[i]))
 		checker[i] = errorsJSON(checkerErrors(e.qg.Glossary, t.En, seen[i]))
 	}
 	det, err := large(m2, e.maxDetTok)
@@ -115,8 +106,7 @@ func (e *env) evaluate(small, large decoder, tasks []task) (alone, flow metrics,
 		if ok {
 			flow.FinalTagRate++
 		}
-		// What the workflow delivers: agent 3's final translation where
-		// the client's guard accepts it, else agent 1's rough one.
+		// What the workflow delivers, after the client's guard.
 		e.scoreText(&flow, t, guardFinal(rough[i], seen[i], final, ok, validCorrections(t.En, seen[i], det[i])))
 		flow.agent3ChrF = append(flow.agent3ChrF, e.scoreText(&asWritten, t, final))
 		// Agent 3's reward is its output as written (no tag scores 0).
@@ -159,7 +149,7 @@ func (e *env) detectOn(large decoder, tasks []task, seen []string) (detScore, er
 	}
 	msgs := make([][]tokenizer.Message, len(tasks))
 	for i, t := range tasks {
-		msgs[i] = e.hint.msgs(t.En, seen[i])
+		msgs[i] = msgsDetect(e.qg.Glossary, t.En, seen[i])
 	}
 	out, err := large(msgs, e.maxDetTok)
 	if err != nil {
@@ -223,13 +213,11 @@ func (e *env) scoreText(m *metrics, t task, hyp string) (chrf float64) {
 	return chrf
 }
 
-// guardFinal is the client's check of agent 3's answer final (tagged: inside
-// <final_result>) to seen (rough, clipped) with the corrections corr: it is
-// kept where there were corrections, it has all their renderings, and its
-// edit distance to seen is at most twice the runes of the renderings and
-// wrong spans (as moving a rendering costs twice its length; 2 was chosen on
-// the validation split); else rough, the "do no harm" of conservative
-// post-editing (Junczys-Dowmunt and Grundkiewicz 2016).
+// guardFinal keeps agent 3's answer final (tagged: in <final_result>) to
+// seen with corrections corr where there were some, it has their renderings
+// and its edit distance to seen is at most twice the runes of the renderings
+// and wrong spans (moving a rendering costs twice its length; 2 chosen on
+// the validation split); else rough: conservative post-editing's "do no harm".
 func guardFinal(rough, seen, final string, tagged bool, corr []grader.TermError) string {
 	if !tagged || len(corr) == 0 {
 		return rough

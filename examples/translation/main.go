@@ -28,9 +28,8 @@ type options struct {
 	profile  string
 }
 
-// parseOptions reads the command line (args without the program name):
-// the configuration starts from DefaultConfig (QuickConfig with -quick),
-// then -config's file, then each -set in order.
+// parseOptions reads the arguments: DefaultConfig (QuickConfig with
+// -quick), then -config's file, then each -set in order.
 func parseOptions(args []string) (options, error) {
 	var o options
 	var file string
@@ -125,27 +124,20 @@ func logf(f string, a ...any) {
 type env struct {
 	tok *tokenizer.Tokenizer
 	qg  *grader.TranslationQualityGrader
-	// maxTok is agents 1 and 3's token budget (agent 3 gets 16 more for
-	// its tags). maxDetTok is agent 2's: one JSON item takes 20–39 tokens,
-	// two take 50–69, so 80 fits a list of two errors.
+	// Agents 1 and 3's token budget (agent 3 gets 16 more for its tags) and
+	// agent 2's: an item takes 20–39 tokens, two 50–69, so 80 fits two.
 	maxTok, maxDetTok   int
-	maxRough            int // runes of the rough translation agents 2 and 3 get
-	hint                glossaryHinter
+	maxRough            int     // runes of the rough translation agents 2 and 3 get
 	rlTemp, rlTempLarge float64 // the rollouts' sampling temperatures
 }
 
 // tasks are the train split's tasks and the ones the report evaluates.
 func (o *options) tasks(d *corpus.Dataset) (train, eval []task) {
-	train = makeTasks(d.Train, d.Glossary, o.MaxEn, o.MaxZh)
-	pairs := d.Test
-	if o.EvalSplit == "val" {
-		pairs = d.Val
-	}
-	eval = makeTasks(pairs, d.Glossary, o.MaxEn, o.MaxZh)
+	eval = makeTasks(map[string][]corpus.Pair{"test": d.Test, "val": d.Val}[o.EvalSplit], d.Glossary, o.MaxEn, o.MaxZh)
 	if o.EvalN > 0 && len(eval) > o.EvalN {
 		eval = eval[:o.EvalN]
 	}
-	return train, eval
+	return makeTasks(d.Train, d.Glossary, o.MaxEn, o.MaxZh), eval
 }
 
 // run takes a run's phases in order (see doc.go) and writes the report.
@@ -162,8 +154,7 @@ func run(o options) (*report, error) {
 		return nil, err
 	}
 	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms},
-		maxTok: 40, maxDetTok: 80, maxRough: 2 * o.MaxZh, hint: glossaryHinter{G: d.Glossary},
-		rlTemp: o.RLTemp, rlTempLarge: o.RLTempLarge}
+		maxTok: 40, maxDetTok: 80, maxRough: 2 * o.MaxZh, rlTemp: o.RLTemp, rlTempLarge: o.RLTempLarge}
 	var w *warmed
 	if o.SmallModelDir != "" {
 		var closeBases func()

@@ -358,7 +358,7 @@ func TestGlossaryHint(t *testing.T) {
 		{"%d degrees of freedom in the matrix", "矩阵里有%d个自由", `Glossary: "degrees of freedom"=自由度 (missing); "matrix"=矩阵 (found)`},
 		{"%d degrees of freedom in the matrix", "", `Glossary: "degrees of freedom"=自由度 (missing); "matrix"=矩阵 (missing)`},
 	} {
-		if got := (glossaryHinter{G: g}).hint(c.en, c.rough); got != c.want {
+		if got := glossaryHint(g, c.en, c.rough); got != c.want {
 			t.Errorf("hint(%q, %q) = %q, want %q", c.en, c.rough, got, c.want)
 		}
 	}
@@ -403,7 +403,7 @@ func TestHintQuotesTokens(t *testing.T) {
 		}
 		en := "x " + term
 		for _, quotes := range []bool{true, false} {
-			h := glossaryHinter{G: g}.hint(en, "")
+			h := glossaryHint(g, en, "")
 			if !quotes { // the same hint with the term unquoted
 				h = strings.ReplaceAll(h, `"`, "")
 			}

@@ -65,11 +65,9 @@ func readDifferences(dir string) (runDifferences, error) {
 	return rd, nil
 }
 
-// pool writes pooled.md to out from the run directories dirs (one
-// configuration, different rl-seed): each difference pooled over runs and
-// sentences, with the sentences' interval (the runs averaged per sentence:
-// eval.PairedBootstrap) and the sentences' and runs' (eval.TwoLevelBootstrap),
-// which also covers the RL phase's randomness.
+// pool writes pooled.md to out from the runs dirs (different rl-seed): each
+// difference pooled, with the sentences' interval (eval.PairedBootstrap of
+// the run-averaged sentences) and the sentences' and runs' (TwoLevelBootstrap).
 func pool(dirs []string, out string, seed uint64) error {
 	if len(dirs) < 2 {
 		return errors.New("pool: -pool wants at least two run directories, comma-separated")

@@ -9,7 +9,6 @@ import (
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
-	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/swarm"
 )
@@ -27,15 +26,14 @@ func hfDecoder(base *hf.Model, tok *hf.Tokenizer, ad *hf.LoRA) decoder {
 	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 		prompts := make([][]int, len(msgs))
 		for i, conv := range msgs {
-			in := jinja.ChatInput{AddGenerationPrompt: true}
+			var sm []swarm.Message
 			for _, m := range conv {
-				in.Messages = append(in.Messages, map[string]any{"role": m.Role, "content": m.Content})
+				sm = append(sm, swarm.Message{Role: m.Role, Content: m.Content})
 			}
-			text, err := tok.Render(in)
-			if err != nil {
+			var err error
+			if prompts[i], err = (swarm.HFChat{Tok: tok}).ChatPrompt(sm); err != nil {
 				return nil, err
 			}
-			prompts[i] = tok.Encode(text)
 		}
 		gens, err := base.Generate(context.Background(), ad, prompts, nn.GenerateOptions{MaxTokens: maxTok, StopTokens: tok.StopTokens()}, nil)
 		if err != nil {
@@ -49,11 +47,9 @@ func hfDecoder(base *hf.Model, tok *hf.Tokenizer, ad *hf.LoRA) decoder {
 	}
 }
 
-// pretrainedStarts replaces the warm starts with pretrained checkpoints,
-// each served with a LoRA adapter that GRPO trains (AdamW at
-// swarm.NewHFModel's default rate); one directory for both loads one base.
-// The RL task mix then has no error-prone pool, which comes from the warm
-// start's rough translations.
+// pretrainedStarts replaces the warm starts with pretrained checkpoints, each
+// served with a LoRA adapter that GRPO trains; one directory loads one base.
+// RL's task mix then has no error-prone pool (the warm start's).
 func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), err error) {
 	type loaded struct {
 		base *hf.Model

@@ -23,8 +23,7 @@ type report struct {
 	opts                 options
 	lossSmall, lossLarge float64
 	nTrain, nTest        int
-	// Each local server's finished episodes that a GRPO step used, and those
-	// it dropped or still held at the end (0 unless its group size is wrong).
+	// Each local server's episodes trained on, and dropped or left over.
 	trained, untrained      [2]int64
 	aloneBefore, flowBefore metrics
 	aloneAfter, flowAfter   metrics

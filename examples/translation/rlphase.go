@@ -23,9 +23,8 @@ import (
 	"github.com/troupe-ml/troupe/swarm"
 )
 
-// rlServers are the RL phase's swarm servers (none with -servers) and its
-// clients: the small model's (agent 1), the larger model's (agent 2) and
-// the small model's again (agent 3).
+// rlServers are the RL phase's local swarm servers (none with -servers) and
+// agents 1, 2 and 3's clients.
 type rlServers struct {
 	local    []*swarm.Server
 	clients  []*swarm.Client
@@ -38,9 +37,8 @@ func (s *rlServers) close() {
 	}
 }
 
-// startServers starts the two swarm servers, the small model's and the
-// larger model's, each training its model with GRPO on its own reward, on
-// -ports; with -servers it starts none and connects to those.
+// startServers starts the small and the larger model's servers on -ports,
+// or connects to -servers.
 func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
 	s = &rlServers{}
 	defer func() {
@@ -64,10 +62,8 @@ func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
 			if ms, err = newLMModel("small", w.small, e.tok, o.RLLR, o.KLSmall, grpo, false); err != nil {
 				return nil, err
 			}
-			// Agent 2's answers do not train their first token ("[]" or a
-			// list's start): whether to answer is left to the warm start, as
-			// that token's gradient, sampled at temperature 0.5, follows
-			// another objective than greedy decoding and drives it to lists.
+			// Agent 2's first token ("[]" or a list) stays the warm start's: its
+			// gradient, sampled at temperature 0.5, drives the detector to lists.
 			if ml, err = newLMModel("large", w.large, e.tok, o.RLLRLarge, o.KLLarge, grpo, true); err != nil {
 				return nil, err
 			}
@@ -99,12 +95,10 @@ func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
 	return s, nil
 }
 
-// newLMModel serves lm through a swarm.Adapter, trained by GRPO with cfg
-// and plain SGD at learning rate lr: steps in proportion to the gradient,
-// which beat AdamW's normalised steps on the validation split. With
-// klCoef > 0, GRPO adds the k3 KL penalty to a frozen copy of lm as it is
-// now (the warm start). With maskFirst every sampled answer trains given
-// its first token, not that token (firstAsContext).
+// newLMModel serves lm through a swarm.Adapter trained by GRPO with plain
+// SGD (on the validation split, steps in proportion to the gradient beat
+// AdamW's), a k3 KL penalty to lm as it is now when klCoef > 0, and with
+// maskFirst each sampled answer's first token as context (firstAsContext).
 func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef float64, cfg rl.GRPOConfig, maskFirst bool) (*swarm.Adapter, error) {
 	if klCoef > 0 {
 		ref := nn.NewLM(nn.NewStore(0), lm.Config) // never stepped: its trainer only computes log-probabilities
@@ -141,9 +135,8 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef flo
 	})
 }
 
-// tailChat keeps the last n tokens of an over-long chat prompt, as the
-// evaluation does: its end is the open assistant turn, which the answer
-// must follow, and the answer has at least MaxLen − n tokens of room.
+// tailChat keeps the last n tokens of an over-long chat prompt, the open
+// assistant turn, as the evaluation does.
 type tailChat struct {
 	swarm.TokenizerChat
 	n int
@@ -157,32 +150,24 @@ func (t tailChat) ChatPrompt(msgs []swarm.Message) ([]int, error) {
 	return p, err
 }
 
-// firstAsContext returns s with its first action moved to the end of its
-// prompt (and its first behaviour log-probability dropped), so that GRPO
-// trains the rest of the answer given that token but not the token itself;
-// false when no action would be left. s's slices are not modified.
+// firstAsContext moves s's first action to its prompt, so that GRPO trains
+// the rest of the answer given it; false when no action would be left.
+// s's slices are not modified.
 func firstAsContext(s rl.Sample) (rl.Sample, bool) {
 	if len(s.Actions) < 2 {
 		return s, false
 	}
 	s.Prompt = append(append(make([]int, 0, len(s.Prompt)+1), s.Prompt...), s.Actions[0])
 	s.Actions = s.Actions[1:]
-	if s.LogProbs != nil {
-		s.LogProbs = s.LogProbs[1:]
-	}
-	if s.StepRewards != nil {
-		s.StepRewards = s.StepRewards[1:]
-	}
+	s.LogProbs, s.StepRewards = s.LogProbs[min(1, len(s.LogProbs)):], s.StepRewards[min(1, len(s.StepRewards)):]
 	return s, true
 }
 
 // rlPhase runs the GRPO rounds, each one batch per server, waiting for local servers to train.
 func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error {
 	r := rand.New(rand.NewPCG(o.rlSeed(), 5))
-	// Error-prone tasks: train sentences whose warm-start rough translation
-	// misses a glossary term. Only there can the detector earn more than
-	// "[]", which scores full marks on clean sentences and, with too few
-	// error-prone tasks, is what the detector learns.
+	// Error-prone tasks, whose warm-start rough translation misses a term: only
+	// there can the detector earn more than "[]", which it learns without them.
 	var hard []task
 	for _, rx := range w.roughs {
 		if len(truthErrors(rx.T, rx.Rough)) > 0 {
@@ -195,27 +180,23 @@ func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error 
 		batch := make([]task, o.Batch)
 		for i := range batch {
 			// Error-prone slots spread evenly: with 0.5, the odd ones.
-			isHard := math.Floor(float64(i+1)*o.HardFrac) > math.Floor(float64(i)*o.HardFrac)
-			if isHard && len(hard) > 0 {
-				batch[i] = hard[r.IntN(len(hard))]
-			} else {
-				batch[i] = w.train[r.IntN(len(w.train))]
+			from := w.train
+			if math.Floor(float64(i+1)*o.HardFrac) > math.Floor(float64(i)*o.HardFrac) && len(hard) > 0 {
+				from = hard
 			}
+			batch[i] = from[r.IntN(len(from))]
 		}
 		st := time.Now()
 		rs, rl, err := e.rlRound(context.Background(), srv.clients, batch, o.Repeats, r, step)
 		if err != nil {
 			return fmt.Errorf("RL step %d: %w", step, err)
 		}
-		var gs [2]int64
-		var gn [2]float64
-		// Each local server has trained on this round when it has used
-		// all its episodes and is rolling again.
+		gs, gn := [2]int64{}, [2]float64{}
+		// A local server has trained on the round when rolling with its episodes used.
 		for i, s := range srv.local {
 			for {
 				status, _, g := s.Status()
-				a := s.Accounting()
-				if status == swarm.StatusRolling && a.TrainedEpisodes+a.Dropped >= int64(step+1)*srv.perRound[i] {
+				if a := s.Accounting(); status == swarm.StatusRolling && a.TrainedEpisodes+a.Dropped >= int64(step+1)*srv.perRound[i] {
 					gs[i] = g
 					break
 				}

@@ -11,10 +11,9 @@ import (
 	"github.com/troupe-ml/troupe/swarm"
 )
 
-// workflowRun is the outcome of one three-agent rollout; Given is the
-// rough translation agents 2 and 3 saw (clipped).
+// workflowRun is the outcome of one three-agent rollout.
 type workflowRun struct {
-	Rough, Detection, Final, Given string
+	Rough, Detection, Final, Given string // Given: what agents 2 and 3 saw of Rough
 	Quality, Detect                grader.Result
 }
 
@@ -34,11 +33,9 @@ func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxT
 	return resp.Choices[0].Message.Content, nil
 }
 
-// rolloutWorkflow runs the three agents on task t, each in its own episode
-// (eps: agent 1's and 3's on the small model's server, agent 2's on the
-// larger one's), and rewards each model with its own grader. Separate
-// episodes for agents 1 and 3 assign credit per turn: in a shared one agent
-// 1's tokens would get the final translation's advantage too.
+// rolloutWorkflow runs the three agents on t, each in its own episode so
+// that credit is per turn (agent 1's tokens do not get the final
+// translation's advantage), each model rewarded by its own grader.
 func (e *env) rolloutWorkflow(t task, seed int64) swarm.Workflow {
 	return func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
 		var w workflowRun
@@ -47,7 +44,7 @@ func (e *env) rolloutWorkflow(t task, seed int64) swarm.Workflow {
 			return nil, err
 		}
 		w.Given = clip(w.Rough, e.maxRough)
-		if w.Detection, err = chat(ctx, eps[1], e.hint.msgs(t.En, w.Given), e.maxDetTok, e.rlTempLarge, seed+1); err != nil {
+		if w.Detection, err = chat(ctx, eps[1], msgsDetect(e.qg.Glossary, t.En, w.Given), e.maxDetTok, e.rlTempLarge, seed+1); err != nil {
 			return nil, err
 		}
 		w.Detect = grader.ProperNounDetectionGrader{}.Grade(w.Detection, truthErrors(t, w.Given))
@@ -67,18 +64,16 @@ func (e *env) rolloutWorkflow(t task, seed int64) swarm.Workflow {
 }
 
 // trainRewards are agents 2 and 3's difference rewards (Wolpert and Tumer
-// 2002): the gain over doing nothing with the same input ("[]", the rough
-// translation copied), a baseline that removes agent 1's share of the
-// variance without biasing the gradient.
+// 2002): the gain over "[]" or the copied rough translation, a baseline
+// that removes agent 1's variance without biasing the gradient.
 func (e *env) trainRewards(t task, w workflowRun) (det, final float64) {
 	final = w.Quality.Normalised - e.qg.GradeText(t.En, t.Ref, w.Given, grader.Result{}).Normalised
 	det = w.Detect.Normalised - grader.ProperNounDetectionGrader{}.Grade("[]", truthErrors(t, w.Given)).Normalised
 	return det, final
 }
 
-// beginOptions gives each episode of one rollout its GRPO group, one per
-// task and agent. Agent 1's is an evaluation episode, not trained on:
-// training on it too lowers agent 3's copying, which the same weights serve.
+// beginOptions gives each episode its GRPO group. Agent 1's is not trained
+// on: that lowers agent 3's copying, which the same weights serve.
 func beginOptions(taskID string) []swarm.BeginOptions {
 	return []swarm.BeginOptions{{TaskID: taskID + "/agent1", Type: swarm.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent3"}}
 }

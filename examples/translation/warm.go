@@ -194,13 +194,11 @@ func pickRoughTasks(tasks []task, n int, seed uint64) []task {
 	return out
 }
 
-// warmStartSmall trains (or loads from the cache) the small model, agents 1
-// and 3: Mix.CopySteps steps of agent 3 alone on pseudo-rough texts, so
-// that copying is learnt before it is a share of a mixture; half the rest
-// mixing in agent 1; then agent 1 translates Mix.RoughTasks train sentences
-// and the second half also gives agent 3 those (finalExample). It returns
-// the LM, the mean loss of the last 20 steps (-1 when loaded) and the rough
-// translations.
+// warmStartSmall trains (or loads) the small model, agents 1 and 3:
+// CopySteps of agent 3 alone on pseudo-rough texts, learning to copy before
+// it is a share of a mixture; half the rest mixing in agent 1; the rest on
+// agent 1's rough translations too. It returns the LM, the last 20 steps'
+// mean loss (-1 when loaded) and the rough translations.
 func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corpus.Glossary) (*nn.LM, float64, []roughEx, error) {
 	tj, _ := tok.MarshalJSON()
 	base := cfg.cachePath("small", tj, "")
@@ -224,9 +222,8 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 		rough, corr, target := pseudoFinalExample(tasks, g, r, cfg.MaxRough)
 		return roleExample(tok, msgsFinal(t.En, rough, corr), target)
 	}
-	// Agent 1 with probability 1 − FinalFrac, else agent 3: on a
-	// pseudo-rough text in the first phase and with probability Pseudo in
-	// the second, else on one of agent 1's rough translations.
+	// Agent 1 with probability 1 − FinalFrac, else agent 3: on a pseudo-rough
+	// text (first phase; then with probability Pseudo) or a rough translation.
 	mixed := func() (nn.SeqExample, error) {
 		if r.Float64() >= cfg.Mix.FinalFrac {
 			t := tasks[r.IntN(len(tasks))]
@@ -249,11 +246,7 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 	}
 	st := time.Now()
 	picked := pickRoughTasks(tasks, cfg.Mix.RoughTasks, cfg.Seed)
-	msgs := make([][]tokenizer.Message, len(picked))
-	for i, t := range picked {
-		msgs[i] = msgsTranslate(t.En)
-	}
-	outs, err := generate(lm, tok, msgs, cfg.MaxTok) // agent 1's greedy translations
+	outs, err := generate(lm, tok, translateAll(picked), cfg.MaxTok) // agent 1's greedy translations
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -272,7 +265,7 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 // warmStartLarge trains (or loads from the cache) the detector, agent 2, on
 // agent 1's rough translations rx (detectExample), half of them of
 // sentences with glossary terms, where errors can occur.
-func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h glossaryHinter) (*nn.LM, float64, error) {
+func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, g *corpus.Glossary) (*nn.LM, float64, error) {
 	rb, _ := json.Marshal(rx)
 	rh := sha256.Sum256(rb)
 	tj, _ := tok.MarshalJSON()
@@ -296,8 +289,8 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, h gloss
 		if len(withTerms) > 0 && r.IntN(2) == 0 {
 			x = withTerms[r.IntN(len(withTerms))]
 		}
-		en, rough, label := detectExample(x, h.G, r, cfg.MaxRough)
-		return roleExample(tok, h.msgs(en, rough), label)
+		en, rough, label := detectExample(x, g, r, cfg.MaxRough)
+		return roleExample(tok, msgsDetect(g, en, rough), label)
 	}
 	loss, err := cfg.supervise("large (agent 2)", tr, 0, cfg.Steps, draw)
 	if err != nil {
@@ -329,7 +322,7 @@ func (o *options) warmStarts(e *env, d *corpus.Dataset, train []task) (*warmed, 
 		return nil, err
 	}
 	wc.Spec, wc.Seed, wc.Mix, wc.Steps = modelSpec{o.LargeDim, o.LargeLayers, 4, o.MaxLen, o.LargeCopy}, o.Seed+1, warmMix{}, o.LargeWarmSteps
-	large, lossL, err := warmStartLarge(wc, roughs, e.tok, e.hint)
+	large, lossL, err := warmStartLarge(wc, roughs, e.tok, d.Glossary)
 	if err != nil {
 		return nil, err
 	}

@@ -8,8 +8,7 @@ import (
 	"examples/translation/grader"
 )
 
-// roughEx is agent 1's output on a train task: agents 2 and 3's warm start
-// learns from what agent 1 writes, not only from references.
+// roughEx is agent 1's output on a train task, which agents 2 and 3 learn on.
 type roughEx struct {
 	T     task
 	Rough string
@@ -34,16 +33,14 @@ func injectIntoRough(t task, rough string, g *corpus.Glossary, r *rand.Rand) (st
 	term := pt[r.IntN(len(pt))]
 	w := wrongRendering(term.Zh, g, r)
 	if w == "" || strings.Contains(rough, w) {
-		// A rendering already in the text would make the wrong span
-		// ambiguous ("对象或对象": which one is wrong?).
+		// A rendering already there would make the span ambiguous ("对象或对象").
 		return rough, grader.TermError{}, false
 	}
 	return strings.Replace(rough, term.Zh, w, 1), termError(term, w), true
 }
 
-// pseudoRough splices one to three random pieces of train references, some
-// repeated as agent 1's outputs are: a text agent 3 can only copy, not
-// recall from the English.
+// pseudoRough splices one to three pieces of train references, some twice
+// as agent 1 repeats itself: a text agent 3 can copy but not recall.
 func pseudoRough(tasks []task, r *rand.Rand, maxRunes int) string {
 	var out []rune
 	for n := 1 + r.IntN(3); n > 0; n-- {
@@ -58,9 +55,8 @@ func pseudoRough(tasks []task, r *rand.Rand, maxRunes int) string {
 	return string(out[:min(len(out), maxRunes)])
 }
 
-// pseudoFinalExample is agent 3's warm-start pair on a pseudo-rough text:
-// 30% of the time a wrong rendering is spliced in and the corrections name
-// it (target: with the correct rendering), else "[]" and an exact copy.
+// pseudoFinalExample is agent 3's pair on a pseudo-rough text, 30% of the
+// time with a wrong rendering spliced in and named (target: corrected).
 func pseudoFinalExample(tasks []task, g *corpus.Glossary, r *rand.Rand, maxRough int) (rough, corr, target string) {
 	rough = pseudoRough(tasks, r, maxRough)
 	if r.Float64() < 0.3 && len(g.Terms) > 0 {
@@ -76,9 +72,8 @@ func pseudoFinalExample(tasks []task, g *corpus.Glossary, r *rand.Rand, maxRough
 	return rough, "[]", finalAnswer(rough)
 }
 
-// localEdit writes zh into rough where the reference has it: after the (up
-// to two) characters before zh in ref, found in rough, over as many
-// characters as zh has ("'x'必需是属性", ref "'x'必需是对象", zh "对象":
+// localEdit writes zh into rough over the characters after those (up to
+// two) before zh in ref ("'x'必需是属性", ref "'x'必需是对象", zh "对象":
 // "'x'必需是对象"); "" when that anchor is not in rough.
 func localEdit(rough, ref, zh string) string {
 	i := strings.Index(ref, zh)
@@ -100,10 +95,9 @@ func localEdit(rough, ref, zh string) string {
 	return rough[:j] + zh + string(rest[n:])
 }
 
-// insertTerm inserts zh into rough at zh's relative position in ref:
-// localEdit's fallback, an edit a small model learns that wins chrF's
-// recall (0.168 → 0.277 on the 1,270 warm-start rough translations with a
-// true error, with localEdit first).
+// insertTerm inserts zh into rough at its relative position in ref,
+// localEdit's fallback: chrF 0.168 → 0.277 on the warm start's 1,270 rough
+// translations with a true error (with localEdit first).
 func insertTerm(rough, ref, zh string) string {
 	rr, zr := []rune(rough), []rune(zh)
 	pos := 0.0
@@ -114,16 +108,12 @@ func insertTerm(rough, ref, zh string) string {
 	return string(rr[:at]) + zh + string(rr[at:])
 }
 
-// finalExample is agent 3's warm-start pair on a real rough translation.
-// Agent 3 keeps agent 1's translation unless a correction asks for a change,
-// as re-translating is too hard for a small model:
-//   - an injected error, its wrong span named: the correction applied;
-//   - true errors (terms missing from it), passed on 60% of the time: each
-//     term written in (localEdit, else insertTerm), never the reference,
-//     which would teach agent 3 to re-translate;
-//   - false alarms, like most of agent 2's answers at the warm start: a
-//     rendering already there (15%) or a term the English lacks (10%);
-//   - otherwise "[]": the rough translation unchanged.
+// finalExample is agent 3's warm-start pair on a real rough translation,
+// which agent 3 keeps unless a correction asks for a change (re-translating
+// is too hard for a small model): an injected error is corrected; true
+// errors, passed on 60% of the time, get their terms written in (localEdit,
+// else insertTerm; never the reference); false alarms, a rendering already
+// there (15%) or a term the English lacks (10%), and "[]" change nothing.
 func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (rough, corr, target string) {
 	rough = clip(rx.Rough, maxRough)
 	falseAlarm := func(term corpus.Term) (string, string, string) {
@@ -156,10 +146,9 @@ func finalExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (r
 	return rough, "[]", finalAnswer(rough)
 }
 
-// swapTerm swaps one of t's terms for another glossary term in both
-// languages ("… object"/"…对象" becomes "… matrix"/"…矩阵"), so that the
-// detector reads the terms off the English rather than memorising
-// sentences; ok is false when no swap applies.
+// swapTerm swaps one of t's terms for another in both languages ("…
+// object"/"…对象" → "… matrix"/"…矩阵"), so that the detector reads terms
+// off the English rather than memorising sentences (ok: it could).
 func swapTerm(t task, g *corpus.Glossary, r *rand.Rand) (task, bool) {
 	if len(t.Terms) == 0 {
 		return t, false
@@ -175,12 +164,11 @@ func swapTerm(t task, g *corpus.Glossary, r *rand.Rand) (task, bool) {
 	return out, len(out.Terms) > 0
 }
 
-// detectExample is agent 2's warm-start pair: the English, a rough
-// translation and its true errors as JSON. The rough translation varies, so
-// that the label cannot be read off the English alone: 40% agent 1's output
-// (30% of these with a wrong rendering injected), 20% the reference, 25% the
-// reference with a wrong rendering, 15% with a rendering deleted. Half the
-// reference-based ones first swap a term (swapTerm).
+// detectExample is agent 2's warm-start pair (English, rough translation,
+// true errors), the rough translation varied so that the label is not the
+// English's: 40% agent 1's output (30% of these with a wrong rendering), 20%
+// the reference, 25% with a wrong rendering, 15% with one deleted, half the
+// reference-based ones with a term swapped first.
 func detectExample(rx roughEx, g *corpus.Glossary, r *rand.Rand, maxRough int) (en, rough, label string) {
 	var errs []grader.TermError
 	u := r.Float64()

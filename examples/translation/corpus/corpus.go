@@ -65,9 +65,7 @@ func Ensure() (string, error) {
 
 // Pair is one English→Chinese message pair.
 type Pair struct {
-	En, Zh string
-	// Domain is the catalogue the pair came from ("R-stats", "R", …).
-	Domain string
+	En, Zh, Domain string // Domain: the catalogue ("R-stats", "R", …)
 }
 
 // Split names.
@@ -81,9 +79,8 @@ const (
 
 func (s Split) String() string { return [...]string{"train", "val", "test"}[s] }
 
-// SplitOf assigns an English source to a split by FNV-1a 64 of its bytes:
-// hash mod 100 below 80 is train, below 90 validation, else test. The
-// assignment depends on nothing but the string.
+// SplitOf assigns an English source to a split by its FNV-1a 64 hash mod
+// 100: below 80 train, below 90 validation, else test.
 func SplitOf(en string) Split {
 	h := fnv.New64a()
 	h.Write([]byte(en))
@@ -97,10 +94,9 @@ func SplitOf(en string) Split {
 	}
 }
 
-// LoadPairs reads every zh_CN catalogue of R in dataDir, in file-name order,
-// and returns the pairs with a non-empty translation, deduplicated by English
-// source (first occurrence wins). Plural messages give the singular pair and,
-// when different, the plural pair (Chinese has one plural form).
+// LoadPairs reads R's zh_CN catalogues in dataDir, in file-name order: the
+// pairs with a translation, the first of each English source, a plural
+// message giving its singular and plural pairs (Chinese has one form).
 func LoadPairs(dataDir string) ([]Pair, error) {
 	files, err := filepath.Glob(filepath.Join(dataDir, moDir, "*.mo"))
 	if err != nil {
@@ -149,9 +145,8 @@ func LoadPairs(dataDir string) ([]Pair, error) {
 	return pairs, nil
 }
 
-// translationDecoder returns the decoder of a catalogue's charset (from its
-// Content-Type header), or nil for UTF-8 and ASCII. Most of R's zh_CN
-// catalogues are UTF-8, but RGui.mo is GB2312.
+// translationDecoder is the decoder of a catalogue's charset (Content-Type),
+// nil for UTF-8 and ASCII: most of R's catalogues are UTF-8, RGui.mo GB2312.
 func translationDecoder(contentType string) (*encoding.Decoder, error) {
 	_, params, err := mime.ParseMediaType(contentType)
 	if contentType == "" || err != nil {

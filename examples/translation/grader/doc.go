@@ -1,5 +1,4 @@
-// Package grader holds the deterministic graders of the translation example:
-// chrF, TranslationQualityGrader (rewards the small model: final translation)
-// and ProperNounDetectionGrader (rewards the larger model: terminology-error
-// JSON). Each returns a score plus the list of issues it found.
+// Package grader holds the translation example's deterministic graders:
+// TranslationQualityGrader (the small model's reward) and
+// ProperNounDetectionGrader (the larger model's), with the issues they find.
 package grader

@@ -39,17 +39,15 @@ const (
 	RuleSubject      = "subject"      // subject (quoted identifier) or whole text missing
 )
 
-// TranslationQualityGrader scores a final translation on a 0–2 scale: 1
-// point for chrF against the reference (eval.ChrF), 1 point split equally
-// among the rule categories that apply, each scoring the fraction of its
-// items that pass: placeholders (the source's printf placeholders, or the
-// reference's when reordered), abbreviations (the source's acronyms that
-// the reference keeps, verbatim), terminology (the glossary renderings the
-// reference uses), pronoun (no 我 unless the source has I/we/our; "this
-// study"/"this paper" as 本研究/本文) and subject (non-empty, with the
-// quoted identifiers the reference keeps, as R's messages are about such
-// arguments). Subject always applies, so the rule point is never free. An
-// output without <final_result>…</final_result> scores 0.
+// TranslationQualityGrader scores a final translation on a 0–2 scale: chrF
+// against the reference (eval.ChrF), plus 1 point split among the rule
+// categories that apply, each the fraction of its items that pass:
+// placeholders (the source's printf ones, or the reference's order),
+// abbreviations and terminology (the acronyms and glossary renderings the
+// reference keeps), pronoun (no 我 unless the source has I/we/our; "this
+// study"/"this paper" as 本研究/本文) and subject (non-empty, with the quoted
+// identifiers the reference keeps), which always applies. An output without
+// <final_result>…</final_result> scores 0.
 type TranslationQualityGrader struct {
 	Glossary *corpus.Glossary
 	Acronyms map[string]bool
@@ -128,8 +126,7 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 			res.issue(rule, format, args...)
 		}
 	}
-	// cat closes a rule category (when it applied) with the fraction of its
-	// items that passed.
+	// cat closes a rule category that applied with its items' pass rate.
 	cat := func(name string) {
 		if total > 0 {
 			f := float64(pass) / float64(total)
@@ -144,25 +141,21 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 			check(strings.Contains(hyp, s), rule, format, args...)
 		}
 	}
-
 	src, ref, got := Placeholders(source), Placeholders(reference), Placeholders(hyp)
 	if len(src) > 0 || len(ref) > 0 {
 		check(slices.Equal(got, src) || slices.Equal(got, ref), RulePlaceholder, "placeholders %v, want %v", got, src)
 	}
 	cat(RulePlaceholder)
-
 	for _, a := range g.acronyms(source) {
 		kept(a, RuleAbbreviation, "abbreviation %s not kept", a)
 	}
 	cat(RuleAbbreviation)
-
 	if g.Glossary != nil {
 		for _, t := range g.Glossary.TermsIn(source) {
 			kept(t.Zh, RuleTerminology, "term %q should be %s", t.En, t.Zh)
 		}
 	}
 	cat(RuleTerminology)
-
 	firstPersonOK, hasWo := firstRE.MatchString(source), strings.Contains(hyp, "我")
 	if !firstPersonOK || hasWo {
 		check(firstPersonOK || !hasWo || strings.Contains(reference, "我"), RulePronoun, "first-person pronoun in the translation; use 本研究/本文 or an impersonal construction")
@@ -173,13 +166,11 @@ func (g *TranslationQualityGrader) GradeText(source, reference, hyp string, res 
 		}
 	}
 	cat(RulePronoun)
-
 	check(strings.TrimSpace(hyp) != "", RuleSubject, "empty translation")
 	for _, m := range quotedRE.FindAllStringSubmatch(source, -1) {
 		kept(m[1]+m[2]+m[3], RuleSubject, "subject %q missing", m[1]+m[2]+m[3])
 	}
 	cat(RuleSubject)
-
 	rules := 0.0
 	for _, c := range cats {
 		rules += c / float64(len(cats))
