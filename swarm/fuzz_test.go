@@ -2,12 +2,18 @@ package swarm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/troupe-ml/troupe/bus"
 )
 
 // fuzzServer is a rolling server with one open episode. Fuzz targets call
@@ -117,6 +123,7 @@ func FuzzRoutes(f *testing.F) {
 	for _, sd := range []struct{ method, path string }{
 		{"GET", "/nope"}, {"POST", "/get_engine_status"}, {"GET", "/t/" + tok + "/get_engine_status"}, {"POST", "/t/" + tok + "/t/" + tok + "/stop_engine"},
 		{"GET", "/t/wrong/health"}, {"PUT", "/v1/models/x"}, {"GET", "/t/"}, {"GET", "/t//"}, {"DELETE", "/v1/chat/completions"}, {"GET", "/v1/models/%2F"},
+		{"GET", "/t/" + tok + "/x" + tok}, {"0", "/0" + tok}, {tok, "/x"}, {"GET", "/t/" + tok},
 	} {
 		f.Add(sd.method, sd.path, []byte(`{}`))
 	}
@@ -131,7 +138,22 @@ func FuzzRoutes(f *testing.F) {
 		if rec.Code >= 500 {
 			t.Fatalf("%s %q: %d %s", method, path, rec.Code, rec.Body.String())
 		}
-		if strings.Contains(rec.Body.String(), tok) {
+		// An error may echo the caller's own method and path (what is
+		// left once the server stripped the /t/<token>/ prefixes): the
+		// token must appear in the answer only if the caller wrote it there.
+		rest := req.URL.Path
+		for {
+			after, ok := strings.CutPrefix(rest, tokenPrefixPath)
+			if !ok {
+				break
+			}
+			if pt, tail, _ := strings.Cut(after, "/"); pt == tok {
+				rest = "/" + tail
+				continue
+			}
+			break
+		}
+		if !strings.Contains(method+" "+rest, tok) && strings.Contains(rec.Body.String(), tok) {
 			t.Fatalf("%s %q: the answer echoes the admin token: %s", method, path, rec.Body.String())
 		}
 		if st, _, _ := s.Status(); st == StatusOffline {
@@ -314,5 +336,221 @@ func FuzzCheckpointLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m2, _ := NewPresetModel("tiny")
 		m2.Load(bytes.NewReader(data))
+	})
+}
+
+// journalServer is a rolling server (batch 1 task × 1 episode, so that
+// every finished episode trains at once) whose finished episodes are
+// journaled on an embedded NATS server with a throwaway store.
+func journalServer(f *testing.F) *Server {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bus.Open(ctx, bus.Config{Logger: quietLog})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { b.Close() }) // after the server's Close (cleanups run last first)
+	m, _ := NewPresetModel("tiny")
+	tc := testTrainConfig(1, 1)
+	tc.MaxOpenEpisodes = 512
+	tc.MaxResponseTokens = 16
+	s, err := NewServer(ServerConfig{Model: m, Train: tc, Logger: quietLog, MaxBodyBytes: 64 << 10, JetStream: b.JetStream(),
+		ReapInterval: 50 * time.Millisecond})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
+	return s
+}
+
+// journalLastSeq is the journal stream's last sequence.
+func journalLastSeq(t *testing.T, s *Server) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := s.jr.stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// journalPaths are the endpoints FuzzEndEpisodeJournal sends its bodies to:
+// mostly end_episode, and the ones that change the episode or the engine
+// under it.
+var journalPaths = []string{"/end_episode", "/end_episode", "/end_episode", "/end_episode", "/abort_episode", "/claim_episode",
+	"/agree_sync_weight", "/stop_engine", "/start_engine", "/can_continue_episode"}
+
+// FuzzEndEpisodeJournal throws arbitrary bodies at end_episode (and the
+// endpoints around it) on a server that journals finished episodes on
+// NATS JetStream: no panic, and every 200 of an end is one more message in
+// the journal. EPID in a body is the open episode's id; with bit 3 of
+// which set, the episode chats once first, so that the journaled episode
+// carries samples and trains.
+func FuzzEndEpisodeJournal(f *testing.F) {
+	s := journalServer(f)
+	id, key := fuzzClaim(s)
+	if key == "" {
+		f.Fatal("claim failed")
+	}
+	seeds := []string{
+		`{"client_uuid": "fz", "episode_uuid": "EPID", "task_id": "t", "workflow_output": {"reward": 1.0, "is_success": true, "metadata": {"task_id": "t"}, "log_metrics": {"a": 1}}}`,
+		`{"client_uuid": "fz", "episode_uuid": "EPID", "task_id": "t", "workflow_output": {"reward": [0.5, -1e6]}, "declare_client_active": false}`,
+		`{"client_uuid": "fz", "episode_uuid": "EPID", "task_id": "t\u0000.>*", "workflow_output": {"reward": -0}}`,
+		`{"client_uuid": "fz", "episode_uuid": "EPID", "task_id": "t", "workflow_output": {"reward": 1e7}}`,
+		`{"client_uuid": "other", "episode_uuid": "EPID", "task_id": "t", "workflow_output": {"reward": 1}}`,
+		`{"client_uuid": "fz", "episode_uuid": "EPID", "task_id": "", "workflow_output": {"reward": 1}}`,
+		`{"client_uuid": "fz", "episode_type": "train", "discard_episode_timeout": 0.01}`,
+		`{"client_uuid": "fz", "episode_uuid": "EPID"}`, `{}`, `null`, "\xff",
+	}
+	for i, sd := range seeds {
+		f.Add(uint8(i), []byte(sd))
+		f.Add(uint8(i)|8, []byte(sd))
+	}
+	chat := []byte(`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}`)
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		s.mu.Lock()
+		_, open := s.episodes[id]
+		s.mu.Unlock()
+		if !open {
+			if s.OpenEpisodes() > 256 {
+				s.Stop() // fuzzed claims hold slots: start afresh
+			}
+			if nid, nkey := fuzzClaim(s); nid != "" {
+				id, key = nid, nkey
+			}
+		}
+		if which&8 != 0 {
+			serveNoRecover(t, s, "POST", "/v1/chat/completions", chat, map[string]string{"Authorization": "Bearer " + key})
+		}
+		body = bytes.ReplaceAll(body, []byte("EPID"), []byte(id))
+		path := journalPaths[int(which)%len(journalPaths)]
+		before, ended := journalLastSeq(t, s), s.Accounting().Ended
+		rec := serveNoRecover(t, s, "POST", path, body, nil)
+		if path == "/end_episode" && rec.Code == http.StatusOK {
+			if after := journalLastSeq(t, s); after != before+1 {
+				t.Fatalf("end_episode answered 200 but the journal went from sequence %d to %d: %s", before, after, body)
+			}
+			if got := s.Accounting().Ended; got != ended+1 {
+				t.Fatalf("end_episode answered 200 but Accounting.Ended went from %d to %d", ended, got)
+			}
+		}
+	})
+}
+
+// FuzzJournalMessages publishes arbitrary messages on the episode
+// journal's subject, as anyone who can publish on the NATS server could:
+// the trainer's consumer and the training step they reach must not panic,
+// and every message must leave the stream (trained and acknowledged, or
+// dropped and counted).
+func FuzzJournalMessages(f *testing.F) {
+	s := journalServer(f)
+	for _, sd := range []string{
+		`{"id": "a", "task_id": "t", "client": "c", "reward": 0.5, "min_version": 0, "samples": [{"Prompt": [1, 2], "Actions": [3], "LogProbs": [-0.5], "Version": 0}]}`,
+		`{"id": "b", "task_id": "t", "reward": 1, "min_version": -1, "samples": [{"Prompt": [-1, 1000000], "Actions": [256, -3, 70000], "LogProbs": [0], "Version": -9}]}`,
+		`{"id": "c", "task_id": "t", "reward": 1e308, "min_version": 9223372036854775807, "samples": [{"Actions": [], "LogProbs": [1, 2, 3], "StepRewards": [1e308, -1e308], "Obs": [1]}]}`,
+		`{"id": "d", "reward": 1, "samples": [{"Prompt": [65], "Actions": [66], "Temperature": -1}, {"Prompt": [], "Actions": [67], "Temperature": 1e300}]}`,
+		`{"id": "", "reward": 1}`, `{"id": "e", "reward": "x"}`, `[]`, ``, "\x00",
+	} {
+		f.Add([]byte(sd))
+	}
+	ctx := context.Background()
+	n := 0
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n++
+		var je JournaledEpisode
+		valid := json.Unmarshal(data, &je) == nil && je.ID != ""
+		recovered := s.Accounting().Recovered
+		if _, err := s.jr.js.Publish(ctx, s.jr.subject, data, jetstream.WithMsgID(fmt.Sprintf("fuzz-%d-%d", os.Getpid(), n))); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			info, err := s.jr.stream.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.State.Msgs == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("message %q still in the journal after 10 s (%d messages)", data, info.State.Msgs)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		a := s.Accounting()
+		if got := a.Recovered - recovered; valid && got != 1 || !valid && got != 0 {
+			t.Fatalf("message %q (an episode: %v) taken into the buffer %d times", data, valid, got)
+		}
+	})
+}
+
+// FuzzAdminHeaders sends arbitrary Authorization and X-Admin-Token headers
+// to the views that show episode ids to admins and to the admin
+// endpoints: no panic, and neither an id nor engine control without the
+// token.
+func FuzzAdminHeaders(f *testing.F) {
+	m, _ := NewPresetModel("tiny")
+	const tok = "fuzz-admin-token"
+	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(4, 4), Logger: quietLog, AdminToken: tok})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
+	id, _ := fuzzClaim(s)
+	if id == "" {
+		f.Fatal("claim failed")
+	}
+	views := []struct{ method, path string }{
+		{"GET", "/get_current_batch_rollout_pool_information"}, {"POST", "/get_episode_buffer"}, {"GET", "/get_verbose_logs"},
+		{"GET", "/metrics"}, {"POST", "/stop_engine"}, {"POST", "/sync_train_config"}, {"POST", "/sync_train_code"}, {"POST", "/start_engine"},
+	}
+	for i, sd := range []struct{ auth, x string }{
+		{"Bearer " + tok, ""}, {"bearer  " + tok + " ", ""}, {"", tok}, {"Bearer " + tok, "wrong"}, {"Basic " + tok, ""},
+		{"Bearer", ""}, {"Bearer " + tok + "x", ""}, {"", tok + "\x00"},
+	} {
+		f.Add(uint8(i), sd.auth, sd.x)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, auth, xtok string) {
+		v := views[int(which)%len(views)]
+		hdr := map[string]string{}
+		if auth != "" {
+			hdr["Authorization"] = auth
+		}
+		if xtok != "" {
+			hdr["X-Admin-Token"] = xtok
+		}
+		req := httptest.NewRequest(v.method, v.path, strings.NewReader(`{"yaml_as_string": "ajet: {}"}`))
+		for k, val := range hdr {
+			req.Header[k] = []string{val} // as sent, unvalidated
+		}
+		rec := httptest.NewRecorder()
+		s.mux.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s: %d %s", v.method, v.path, rec.Code, rec.Body.String())
+		}
+		admin := xtok == tok || xtok == "" && strings.Contains(auth, tok)
+		if !admin && strings.Contains(rec.Body.String(), id) {
+			t.Fatalf("%s %s with Authorization %q, X-Admin-Token %q shows the episode id", v.method, v.path, auth, xtok)
+		}
+		if !admin && rec.Code != http.StatusUnauthorized && strings.Contains(v.path, "engine") {
+			t.Fatalf("%s with Authorization %q, X-Admin-Token %q: %d, want 401", v.path, auth, xtok, rec.Code)
+		}
+		if st, _, _ := s.Status(); st == StatusOffline {
+			s.Start()
+		}
+		s.mu.Lock()
+		_, open := s.episodes[id]
+		s.mu.Unlock()
+		if !open {
+			if nid, _ := fuzzClaim(s); nid != "" {
+				id = nid
+			}
+		}
 	})
 }
