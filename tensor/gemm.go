@@ -401,6 +401,14 @@ func packRuns(panel, src []float32, ld, w, width, kb int) {
 				*(*[16]float32)(panel[p*16:]) = *(*[16]float32)(src[p*ld:])
 			}
 			return
+		case 6:
+			// The AVX2 kernels' A panels from a transposed A (the LoRA
+			// gradient dB = dyᵀ·u): a copy call per 24 bytes cost more than
+			// the copy.
+			for p := 0; p < kb; p++ {
+				*(*[6]float32)(panel[p*6:]) = *(*[6]float32)(src[p*ld:])
+			}
+			return
 		}
 	}
 	for p := 0; p < kb; p++ {

@@ -35,6 +35,10 @@ type kernel struct {
 	// column 8+j in its high half; one load, a shift (columns 0–7) and a
 	// mask (columns 8–15) widen a step exactly. Needs vecs 2, width 8.
 	bf16 bool
+	// split: even and odd steps accumulate into two sets of registers,
+	// summed at the end, so that a kernel with few accumulators (the
+	// 2-row edge) waits on half as long FMA dependency chains.
+	split bool
 }
 
 func (k kernel) nr() int { return k.vecs * k.width }
@@ -46,15 +50,21 @@ func emit(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
 func gen(k kernel) {
 	mr, nv := k.mr, k.vecs
 	nAcc := mr * nv
-	bReg := func(v int) string { return fmt.Sprintf("%s%d", k.reg, nAcc+v) }
-	aReg := func(r int) string { return fmt.Sprintf("%s%d", k.reg, nAcc+nv+r%2) }
+	sets := 1
+	if k.split {
+		sets = 2
+	}
+	base := sets * nAcc // first register after the accumulators
+	bReg := func(v int) string { return fmt.Sprintf("%s%d", k.reg, base+v) }
+	aReg := func(r int) string { return fmt.Sprintf("%s%d", k.reg, base+nv+r%2) }
 	mask := ""
 	if k.bf16 {
 		// A takes one register, the mask the last.
-		aReg = func(int) string { return fmt.Sprintf("%s%d", k.reg, nAcc+nv) }
-		mask = fmt.Sprintf("%s%d", k.reg, nAcc+nv+1)
+		aReg = func(int) string { return fmt.Sprintf("%s%d", k.reg, base+nv) }
+		mask = fmt.Sprintf("%s%d", k.reg, base+nv+1)
 	}
-	acc := func(r, v int) string { return fmt.Sprintf("%s%d", k.reg, r*nv+v) }
+	set := 0 // the accumulator set the step being emitted adds into
+	acc := func(r, v int) string { return fmt.Sprintf("%s%d", k.reg, set*nAcc+r*nv+v) }
 	vbytes := k.width * 4
 	aRows := k.aRows
 	if aRows == 0 {
@@ -73,7 +83,7 @@ func gen(k kernel) {
 	emit("\tMOVQ c+24(FP), DI")
 	emit("\tMOVQ ldc+32(FP), R8")
 	emit("\tSHLQ $2, R8")
-	for i := 0; i < nAcc; i++ {
+	for i := 0; i < base; i++ {
 		r := fmt.Sprintf("%s%d", k.reg, i)
 		emit("\t%s %s, %s, %s", k.zero, r, r, r)
 	}
@@ -127,8 +137,10 @@ func gen(k kernel) {
 	emit("\tJEQ %s_tail", k.name)
 	emit("%s_loop:", k.name)
 	for p := 0; p < u; p++ {
+		set = p % sets
 		body(p)
 	}
+	set = 0
 	emit("\tADDQ $%d, AX", u*aStep)
 	emit("\tADDQ $%d, BX", u*bStep)
 	emit("\tDECQ DX")
@@ -143,6 +155,9 @@ func gen(k kernel) {
 	emit("\tDECQ CX")
 	emit("\tJNE %s_loop1", k.name)
 	emit("%s_epilogue:", k.name)
+	for i := 0; i < nAcc && sets == 2; i++ {
+		emit("\tVADDPS %s%d, %s%d, %s%d", k.reg, nAcc+i, k.reg, i, k.reg, i)
+	}
 	alpha := bReg(0)
 	betaR := bReg(1)
 	// alpha == 1 (bits 0x3f800000) skips the scaling.
@@ -276,11 +291,11 @@ func main() {
 	gen(kernel{name: "sgemmKernelAVX512x8", mr: 8, aRows: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfB: 1024})
 	gen(kernel{name: "sgemmKernelAVX2", mr: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
 	// Edge kernels: the first 2 or 4 rows of a 6-row packed panel.
-	gen(kernel{name: "sgemmKernelAVX2x2", mr: 2, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
+	gen(kernel{name: "sgemmKernelAVX2x2", mr: 2, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256, split: true})
 	gen(kernel{name: "sgemmKernelAVX2x4", mr: 4, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
 	// The same kernels on B panels of bfloat16 pairs (GemmHalf).
 	gen(kernel{name: "sgemmKernelAVX2BF16", mr: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256, bf16: true})
-	gen(kernel{name: "sgemmKernelAVX2BF16x2", mr: 2, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256, bf16: true})
+	gen(kernel{name: "sgemmKernelAVX2BF16x2", mr: 2, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256, bf16: true, split: true})
 	gen(kernel{name: "sgemmKernelAVX2BF16x4", mr: 4, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256, bf16: true})
 	genPackA6()
 	os.Stdout.WriteString(w.String())
