@@ -3,9 +3,9 @@
 #   make test   vet and test everything (what CI runs)
 GO      ?= go
 # Packages whose tests run under the race detector (the concurrent ones).
-RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/...
+RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/... ./bus/...
 
-.PHONY: all test vet demo demo-full bench bench-compare data clean test-cuda-build ptx
+.PHONY: all test vet demo demo-full bench bench-compare data clean test-cuda-build ptx test-netns
 
 all: test
 
@@ -47,6 +47,11 @@ test-cuda-build:
 	else \
 		echo "skipped: CUDA headers not found (cuda.h): -tags $(CUDA_TAG) not vetted or built; scripts/install-cuda.sh installs them"; \
 	fi
+
+# bus's cluster test across network namespaces: three `troupe nats` nodes, a
+# SIGKILLed leader and a cut link (root and iproute2; about a minute).
+test-netns:
+	TROUPE_NETNS=1 $(GO) test -count=1 -run '^TestNetnsCluster$$' -v ./bus
 
 # Recompile the CUDA kernels (cuda/kernels/*.cu) to the committed PTX; needs nvcc.
 ptx:

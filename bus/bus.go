@@ -94,6 +94,11 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		nats.Timeout(cfg.ConnectTimeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// A server cut off by the network sends no reset: only unanswered
+		// pings show it. nats.go's default (every 2 minutes, two missed)
+		// leaves a client writing into a dead connection for 6 minutes.
+		nats.PingInterval(5 * time.Second),
+		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				b.log.Warn("disconnected from NATS", "err", err)
@@ -144,9 +149,9 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	// Fail here, not at the first publish, when the server has no JetStream.
 	actx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	defer cancel()
-	if _, err := js.AccountInfo(actx); err != nil {
+	if err := awaitJetStream(actx, js); err != nil {
 		b.Close()
-		return nil, fmt.Errorf("bus: %s has no usable JetStream (start nats-server with -js): %w", cmp.Or(url, "the embedded server"), err)
+		return nil, fmt.Errorf("bus: %s has no usable JetStream (a server needs -js; a cluster, a majority of its nodes up): %w", cmp.Or(url, "the embedded server"), err)
 	}
 	return b, nil
 }
@@ -186,6 +191,12 @@ func startServer(cfg Config, log *slog.Logger) (srv *server.Server, err error) {
 	if c := cfg.Cluster; c != nil {
 		if c.Name == "" || c.Listen == "" {
 			return nil, errors.New("bus: a cluster needs a name and a listen address")
+		}
+		if cfg.Listen == "" {
+			// nats-server starts its routes only once its client listener
+			// is up: without one they never start, and Shutdown waits for
+			// them forever.
+			return nil, errors.New("bus: a clustered server needs a client listen address (Config.Listen)")
 		}
 		if cfg.DataDir == "" {
 			return nil, errors.New("bus: a clustered server needs a data dir (replicated streams are stored in files)")

@@ -16,6 +16,15 @@
 // as a standalone process. Streams created with Bus.Replicas copies then
 // survive the loss of a minority of nodes.
 //
+// A clustered embedded server needs Config.Listen, Cluster.Listen and a
+// DataDir, and Open returns only once a majority of the nodes is up and a
+// meta leader answers (within ConnectTimeout): start the nodes together.
+// Writes to a replicated stream are acknowledged once a majority stored
+// them; a cut-off minority accepts none, and its clients, pinging every 5
+// s, fail over to the majority within about 15 s. Retry a publish under
+// the same Nats-Msg-Id: a write that was in fact stored comes back as a
+// duplicate with its first sequence.
+//
 // Durability: a single-copy file stream writes every message to its file
 // before the publish is acknowledged, so a SIGKILLed process loses nothing
 // it acknowledged; Config.SyncAlways also fsyncs each write, for power loss.

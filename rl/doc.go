@@ -1,7 +1,9 @@
 // Package rl trains policies with policy-gradient methods (GRPO, PPO,
 // REINFORCE, RLOO), combines multi-objective rewards whose weights change over
-// training, and provides prioritized replay and gradient compression for agents
-// that learn together but share no parameters.
+// training, and provides prioritized replay (rl/replay, also as a NATS
+// service that processes share), gradient compression (rl/gradcomp) and its
+// exchange between agents (rl/gradshare) for agents that learn together but
+// share no parameters.
 //
 // A policy is any model, usually from package nn, that returns log-probabilities
 // of the actions or tokens it took (the Policy interface). Algorithms never see

@@ -42,7 +42,9 @@ func natsCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "troupe nats: --data-dir is required")
 		return errUsage
 	}
-	cfg := bus.Config{Listen: *listen, DataDir: *dataDir, Name: *name, SyncAlways: *syncAlways, Logger: log}
+	// Cluster nodes on separate machines start minutes apart; each waits
+	// for a majority.
+	cfg := bus.Config{Listen: *listen, DataDir: *dataDir, Name: *name, SyncAlways: *syncAlways, Logger: log, ConnectTimeout: time.Minute}
 	if cfg.Name == "" {
 		_, port, _ := strings.Cut(*listen, ":")
 		cfg.Name = "troupe-nats-" + port
