@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -19,6 +21,7 @@ import (
 	"github.com/troupe-ml/troupe/eval"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm"
 )
 
 // quickOptions are the command line's options with -quick, as
@@ -567,6 +570,45 @@ func TestConfig(t *testing.T) {
 	} {
 		if _, err := parseOptions(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want one containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestServersMode runs the workflow against two swarm servers that it does
+// not start itself (-servers), as when the models are served on other
+// machines: every round's episodes reach both, and both train.
+func TestServersMode(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	var addrs []string
+	var servers []*swarm.Server
+	for _, preset := range []string{"lm-small", "lm-small"} {
+		m, err := swarm.NewLMPreset(preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := swarm.DefaultTrainConfig()
+		tc.BatchSize, tc.NumRepeat, tc.MaxStaleness = 2, 2, 8
+		srv, url, stop, err := swarm.Serve("127.0.0.1:0", swarm.ServerConfig{Model: m, Train: tc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stop() })
+		servers = append(servers, srv)
+		addrs = append(addrs, strings.TrimPrefix(url, "http://"))
+	}
+	o := quickOptions(t, t.TempDir(), "-servers", strings.Join(addrs, ","))
+	rep, err := run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.steps) != o.Steps {
+		t.Fatalf("%d rounds recorded, want %d", len(rep.steps), o.Steps)
+	}
+	for i, srv := range servers {
+		if acc := srv.Accounting(); acc.Ended == 0 || acc.TrainedEpisodes == 0 {
+			t.Errorf("server %d: %+v: want episodes ended and trained", i, acc)
 		}
 	}
 }

@@ -207,6 +207,11 @@ func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error 
 			}
 			gn[i] = s.LastTrainStats().GradNorm
 		}
+		for i := 0; len(srv.local) == 0 && i < 2; i++ { // servers elsewhere report their own steps
+			if es, err := srv.clients[i].EngineStatus(context.Background()); err == nil {
+				gs[i] = es.GlobalStep
+			}
+		}
 		rep.steps = append(rep.steps, stepRow{Step: step + 1, RewardSmall: rs, RewardLarge: rl, GlobalSmall: gs[0], GlobalLarge: gs[1], Seconds: time.Since(st).Seconds()})
 		bar.Add(1)
 		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g)\n",
