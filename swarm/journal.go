@@ -318,36 +318,83 @@ func writeFileAtomic(dir, name string, data []byte) error {
 // journalTimeout bounds one publish (5 s when zero).
 func (c *ServerConfig) journalTimeout() time.Duration { return cmp.Or(c.JournalTimeout, 5*time.Second) }
 
+// TrainConfigBucket is the JetStream key-value bucket that keeps the
+// training config a client synced (key: the journal's name), for a server
+// with JetStream but no CheckpointDir.
+const TrainConfigBucket = "TROUPE_TRAIN_CONFIG"
+
 // loadTrainConfig resumes with the training config a client synced before
-// a restart (TrainConfigFile), which wins over ServerConfig.Train.
+// a restart (TrainConfigFile, else TrainConfigBucket), which wins over
+// ServerConfig.Train.
 func (s *Server) loadTrainConfig() error {
-	if s.cfg.CheckpointDir == "" {
-		return nil
+	var y []byte
+	var from string
+	if s.cfg.CheckpointDir != "" {
+		from = filepath.Join(s.cfg.CheckpointDir, TrainConfigFile)
+		b, err := os.ReadFile(from)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("swarm: %w", err)
+		}
+		y = b
+	} else if s.cfg.JetStream != nil {
+		from = TrainConfigBucket + "/" + bus.Subject(s.journalName())
+		kv, err := s.configBucket()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.journalTimeout())
+		e, err := kv.Get(ctx, bus.Subject(s.journalName()))
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("swarm: %s: %w", from, err)
+		}
+		if e != nil {
+			y = e.Value()
+		}
 	}
-	path := filepath.Join(s.cfg.CheckpointDir, TrainConfigFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	if len(y) == 0 {
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("swarm: %w", err)
 	}
 	tc := s.train
-	if err := tc.ApplyYAML(string(b)); err != nil {
-		return fmt.Errorf("swarm: %s: %w", path, err)
+	if err := tc.ApplyYAML(string(y)); err != nil {
+		return fmt.Errorf("swarm: %s: %w", from, err)
 	}
-	s.train, s.syncedYAML = tc, string(b)
-	s.log.Info("resuming with the training config a client synced; delete the file to start from the server's own", "path", path,
+	s.train, s.syncedYAML = tc, string(y)
+	s.log.Info("resuming with the training config a client synced; delete it to start from the server's own", "from", from,
 		"batch_size", tc.BatchSize, "num_repeat", tc.NumRepeat)
 	return nil
 }
 
-// saveTrainConfig persists a synced training config (TrainConfigFile).
+func (s *Server) configBucket() (jetstream.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*s.cfg.journalTimeout())
+	defer cancel()
+	kv, err := s.cfg.JetStream.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: TrainConfigBucket,
+		Description: "training configs synced by clients", Storage: jetstream.FileStorage, Replicas: max(1, s.cfg.JournalReplicas)})
+	if err != nil {
+		return nil, fmt.Errorf("swarm: %s bucket: %w", TrainConfigBucket, err)
+	}
+	return kv, nil
+}
+
+// saveTrainConfig persists a synced training config (TrainConfigFile, or
+// TrainConfigBucket without a CheckpointDir).
 func (s *Server) saveTrainConfig(yaml string) error {
-	if s.cfg.CheckpointDir == "" {
+	if s.cfg.CheckpointDir != "" {
+		if err := writeFileAtomic(s.cfg.CheckpointDir, TrainConfigFile, []byte(yaml)); err != nil {
+			return fmt.Errorf("swarm: persist training config: %w", err)
+		}
 		return nil
 	}
-	if err := writeFileAtomic(s.cfg.CheckpointDir, TrainConfigFile, []byte(yaml)); err != nil {
+	if s.cfg.JetStream == nil {
+		return nil
+	}
+	kv, err := s.configBucket()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.journalTimeout())
+	defer cancel()
+	if _, err := kv.Put(ctx, bus.Subject(s.journalName()), []byte(yaml)); err != nil {
 		return fmt.Errorf("swarm: persist training config: %w", err)
 	}
 	return nil

@@ -130,6 +130,44 @@ func finishEpisode(t *testing.T, c *swarm.Client, task string, reward float64) {
 	}
 }
 
+// TestCrashResumesSyncedConfig: with an external NATS and no checkpoint
+// directory, the training config a client synced (batch 2 × 2) survives
+// a SIGKILL in NATS, and the journaled episodes train with the 4th.
+func TestCrashResumesSyncedConfig(t *testing.T) {
+	u, _ := startNATS(t)
+	port := freePort(t)
+	args := []string{"swarm", "serve", "--port", fmt.Sprint(port), "--nats", u}
+	c := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", port))
+	ctx := context.Background()
+	start := func() {
+		waitFor(t, 60*time.Second, "the server to answer", func() bool {
+			st, err := c.EngineStatus(ctx)
+			return err == nil && st.Status == swarm.StatusOffline
+		})
+		if err := c.StartEngine(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitRolling(t, c)
+	}
+	srv := startProc(t, args...)
+	waitFor(t, 60*time.Second, "the server to answer", func() bool { _, err := c.EngineStatus(ctx); return err == nil })
+	if err := c.SyncTrainConfig(ctx, "ajet:\n  data:\n    train_batch_size: 2\n  rollout:\n    num_repeat: 2\n"); err != nil {
+		t.Fatal(err)
+	}
+	start()
+	for i, task := range []string{"a", "a", "b"} {
+		finishEpisode(t, c, task, float64(i))
+	}
+	srv.kill()
+	startProc(t, args...)
+	start()
+	finishEpisode(t, c, "b", 3)
+	waitFor(t, 60*time.Second, "a training step with the synced batch size", func() bool {
+		st, err := c.EngineStatus(ctx)
+		return err == nil && st.GlobalStep == 1
+	})
+}
+
 // TestCrashResumesJournaledEpisodes: a server with batch 2 tasks × 2
 // repeats receives 3 finished episodes, is SIGKILLed and restarted, and
 // receives the 4th: a training step happens, on all four. Once with the
