@@ -11,7 +11,10 @@
 // Go assembly, chosen at run time from the CPU's features, and a pure-Go
 // fallback (build tag purego forces it). Install makes it the BLAS that
 // Gorgonia and gorgonia.org/tensor call, so every Gorgonia Mul and
-// BatchedMatMul runs on it.
+// BatchedMatMul runs on it. GemmHalf multiplies float32 activations by
+// 16-bit weights (bfloat16, binary16) as stored: with AVX2 the bfloat16
+// panels stay 16-bit and the micro-kernel widens them in registers, beside
+// its FMAs.
 //
 // # Slice kernels
 //
