@@ -3,9 +3,9 @@
 #   make test   vet and test everything (what CI runs)
 GO      ?= go
 # Packages whose tests run under the race detector (the concurrent ones).
-RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/... ./bus/...
+RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/... ./bus/... ./cmd/troupe
 
-.PHONY: all test vet demo demo-full bench bench-compare data clean test-cuda-build ptx test-netns
+.PHONY: all test vet demo demo-full bench bench-compare data clean test-cuda-build ptx test-netns test-chaos
 
 all: test
 
@@ -47,6 +47,12 @@ test-cuda-build:
 	else \
 		echo "skipped: CUDA headers not found (cuda.h): -tags $(CUDA_TAG) not vetted or built; scripts/install-cuda.sh installs them"; \
 	fi
+
+# The swarm chaos test at full size: 64 clients for 60 s, two SIGKILLs of
+# the server; every reward acknowledged with 200 trained or still journaled
+# (make test runs the 16-client, 10 s variant).
+test-chaos:
+	TROUPE_CHAOS_FULL=1 $(GO) test -count=1 -run '^TestChaosNoRewardLost$$' -v ./cmd/troupe
 
 # bus's cluster test across network namespaces: three `troupe nats` nodes, a
 # SIGKILLed leader and a cut link (root and iproute2; about a minute).

@@ -289,6 +289,10 @@ func (b *Bus) SetReplicas(n int) {
 // for it so that its store is closed before Close returns.
 func (b *Bus) Close() error {
 	if b.nc != nil {
+		// Acknowledgements are published without waiting: flush them
+		// before the connection goes, or a clean shutdown could leave an
+		// acknowledged episode to be replayed.
+		b.nc.FlushTimeout(2 * time.Second)
 		b.nc.Close()
 	}
 	b.shutdown()

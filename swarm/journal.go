@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -179,7 +180,7 @@ func (s *Server) journaled(msg jetstream.Msg) {
 		return
 	}
 	var je JournaledEpisode
-	if err := json.Unmarshal(msg.Data(), &je); err != nil || je.ID == "" || !finite(je.Reward) {
+	if err := json.Unmarshal(msg.Data(), &je); err != nil || je.ID == "" || !finite(je.Reward) || math.Abs(je.Reward) > s.cfg.MaxAbsReward {
 		s.log.Error("episode journal: undecodable episode dropped", "seq", seq, "err", err)
 		s.m.dropped.WithLabelValues("undecodable").Inc()
 		s.doAck(msg, seq)
@@ -243,6 +244,11 @@ func (s *Server) trainedSeqsLocked(step int64) []uint64 {
 		if e.trained >= 0 && e.trained <= step {
 			out = append(out, seq)
 		}
+	}
+	// Those the loaded checkpoint trained and the consumer has not
+	// delivered again yet: a new record must not forget them.
+	for seq := range s.jtrained {
+		out = append(out, seq)
 	}
 	slices.Sort(out)
 	return out

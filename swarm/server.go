@@ -186,7 +186,7 @@ type Server struct {
 
 	curves trainCurves // touched by the training goroutine only
 
-	kv         jetstream.KeyValue // the registry; nil without JetStream or a URL to announce
+	kv         jetstream.KeyValue       // the registry; nil without JetStream or a URL to announce
 	ws         *weightStore             // the weights bucket; nil in RoleBoth
 	jr         *journal                 // nil without ServerConfig.JetStream
 	jseq       map[uint64]*jentry       // journaled episodes not acknowledged yet, by stream sequence
