@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -461,7 +462,9 @@ func FuzzJournalMessages(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n++
 		var je JournaledEpisode
-		valid := json.Unmarshal(data, &je) == nil && je.ID != ""
+		// An episode the consumer takes: decodable, with an id and a reward
+		// end_episode would have accepted (finite, |r| ≤ MaxAbsReward).
+		valid := json.Unmarshal(data, &je) == nil && je.ID != "" && math.Abs(je.Reward) <= s.cfg.MaxAbsReward
 		recovered := s.Accounting().Recovered
 		if _, err := s.jr.js.Publish(ctx, s.jr.subject, data, jetstream.WithMsgID(fmt.Sprintf("fuzz-%d-%d", os.Getpid(), n))); err != nil {
 			t.Fatal(err)

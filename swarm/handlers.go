@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -533,6 +534,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := claimResponse{ClientUUID: client}
+	addr := s.quotaAddr(r)
 	s.mu.Lock()
 	if ac := s.active[client]; ac != nil {
 		ac.lastActivity = time.Now()
@@ -548,6 +550,14 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "2")
 		writeJSON(w, http.StatusTooManyRequests, resp)
 		return
+	case addr != "" && s.perAddr[addr] >= s.cfg.MaxOpenPerAddress:
+		held := s.perAddr[addr]
+		s.mu.Unlock()
+		s.m.episodes.WithLabelValues("quota").Inc()
+		resp.FailCause = fmt.Sprintf("Clients at this address hold %d open episodes, the per-address limit of this server. End or abort some, then try again.", held)
+		w.Header().Set("Retry-After", "2")
+		writeJSON(w, http.StatusTooManyRequests, resp)
+		return
 	case s.train.MaxOpenEpisodes > 0 && len(s.episodes) >= s.train.MaxOpenEpisodes:
 		resp.FailCause = "No available episodes to claim. Try again (maybe 1 minute) later."
 	default:
@@ -556,6 +566,10 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 			lastActive: time.Now(), timeout: time.Duration(to * float64(time.Second))}
 		s.episodes[id] = ep
 		s.perClient[client]++
+		if addr != "" {
+			ep.addr = addr
+			s.perAddr[addr]++
+		}
 		s.acct.Claimed++
 		if kind == EpisodeTrain {
 			s.openTrain++
@@ -1067,4 +1081,17 @@ func (s *Server) handleSyncCode(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	st, _, step := s.Status()
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "engine_status": st, "global_step": step, "model": s.model.Name()})
+}
+
+// quotaAddr is the remote IP a claim counts against MaxOpenPerAddress, or
+// "" for loopback and admin requests.
+func (s *Server) quotaAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || s.cfg.AdminToken != "" && s.isAdmin(r) {
+		return ""
+	}
+	return host
 }

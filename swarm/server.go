@@ -73,6 +73,11 @@ type ServerConfig struct {
 	// (256 when zero); a claim beyond it gets 429 with Retry-After, so that
 	// one client cannot take every slot of TrainConfig.MaxOpenEpisodes.
 	MaxOpenPerClient int
+	// MaxOpenPerAddress bounds the episodes all clients at one remote IP
+	// address may hold open (1024 when zero; loopback and admin requests
+	// are exempt): client_uuid is the client's own choice, so without it
+	// one host could take every slot under many ids.
+	MaxOpenPerAddress int
 	// MaxDiscardTimeout bounds the discard_episode_timeout a claim may ask
 	// for (1 h when zero): an abandoned episode holds its slot at most this
 	// long. Larger values get 400.
@@ -170,6 +175,7 @@ type Server struct {
 	episodes   map[string]*episode
 	openTrain  int
 	perClient  map[string]int           // open episodes by client_uuid
+	perAddr    map[string]int           // open episodes by remote IP (loopback and admins not counted)
 	active     map[string]*activeClient // agree-sync-weight voters, by client_uuid
 	vlog       []VerboseLogEntry        // ring of recent engine events
 	vlogPos    int
@@ -205,7 +211,8 @@ type episode struct {
 	lastActive                      time.Time
 	timeout                         time.Duration
 	inflight                        int
-	ending                          bool // end_episode is journaling it
+	ending                          bool   // end_episode is journaling it
+	addr                            string // remote IP counted in perAddr; empty when exempt
 	calls                           int
 	tokens                          int // prompt + sampled tokens recorded
 	reserved                        int // tokens reserved by completions in flight
@@ -266,6 +273,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxOpenPerClient <= 0 {
 		cfg.MaxOpenPerClient = 256
 	}
+	if cfg.MaxOpenPerAddress <= 0 {
+		cfg.MaxOpenPerAddress = 1024
+	}
 	if cfg.MaxDiscardTimeout <= 0 {
 		cfg.MaxDiscardTimeout = time.Hour
 	}
@@ -289,7 +299,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg: cfg, model: cfg.Model, log: cfg.Logger.With("model", cfg.Model.Name()), reg: cfg.Registry,
 		status: StatusOffline, train: cfg.Train,
 		episodes: map[string]*episode{}, closed: map[string]closedInfo{},
-		perClient: map[string]int{}, active: map[string]*activeClient{},
+		perClient: map[string]int{}, perAddr: map[string]int{}, active: map[string]*activeClient{},
 		closedRing: make([]string, cfg.ClosedMemory),
 		trainReq:   make(chan struct{}, 1), stopCh: make(chan struct{}),
 		jseq: map[uint64]*jentry{}, jtrained: map[uint64]bool{},
@@ -660,6 +670,11 @@ func (s *Server) closeLocked(id string, ep *episode, reason string) {
 	}
 	if s.perClient[ep.client]--; s.perClient[ep.client] <= 0 {
 		delete(s.perClient, ep.client)
+	}
+	if ep.addr != "" {
+		if s.perAddr[ep.addr]--; s.perAddr[ep.addr] <= 0 {
+			delete(s.perAddr, ep.addr)
+		}
 	}
 	if old := s.closedRing[s.closedPos]; old != "" {
 		delete(s.closed, old)

@@ -257,7 +257,7 @@ type serveOptions struct {
 	model, host, multi, publicURL, ckptDir, config, adminTokenFile, pprofAddr string
 	natsURL, dataDir, role                                                    string
 	port, ckptEvery, batch, repeat, maxReq, maxEp, maxPerClient, replicas     int
-	balance                                                                   int
+	balance, maxPerAddr                                                       int
 	autostart                                                                 bool
 	maxBody                                                                   int64
 	maxReward                                                                 float64
@@ -289,6 +289,7 @@ func serveFlags(fs *flag.FlagSet) *serveOptions {
 	fs.IntVar(&o.maxReq, "max-request-tokens", 16384, "n × max_tokens limit of one chat completion")
 	fs.IntVar(&o.maxEp, "max-episode-tokens", 1<<20, "tokens one episode may record (prompt + sampled)")
 	fs.IntVar(&o.maxPerClient, "max-open-per-client", 256, "open episodes one client_uuid may hold (429 beyond)")
+	fs.IntVar(&o.maxPerAddr, "max-open-per-address", 1024, "open episodes all clients at one remote IP may hold (429 beyond; loopback and admins exempt)")
 	fs.DurationVar(&o.maxDiscard, "max-discard-timeout", time.Hour, "largest discard_episode_timeout a claim may ask for")
 	fs.Float64Var(&o.maxReward, "max-abs-reward", 1e6, "largest |reward| end_episode accepts")
 	fs.DurationVar(&o.readHeader, "read-header-timeout", 10*time.Second, "time to read a request's headers")
@@ -481,7 +482,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 			JetStream: js, JournalName: journal, Role: o.role, JournalReplicas: o.replicas, OnTrainStep: onStep,
 			RegistryURL:   "http://" + rs[i].ln.Addr().String(),
 			CheckpointDir: dir, MaxBodyBytes: o.maxBody, MaxRequestTokens: o.maxReq, MaxEpisodeTokens: o.maxEp,
-			MaxOpenPerClient: o.maxPerClient, MaxDiscardTimeout: o.maxDiscard, MaxAbsReward: o.maxReward,
+			MaxOpenPerClient: o.maxPerClient, MaxOpenPerAddress: o.maxPerAddr, MaxDiscardTimeout: o.maxDiscard, MaxAbsReward: o.maxReward,
 			ReadHeaderTimeout: o.readHeader, ReadTimeout: o.read, WriteTimeout: o.write, IdleTimeout: o.idle, Logger: log})
 		if err != nil {
 			return err
