@@ -435,19 +435,20 @@ func packTranspose(panel, src []float32, ld, w, width, kb int) {
 		pn := min(chunk, kb-p0)
 		for r := 0; r < w; r++ {
 			s := unsafe.Add(sp, (r*ld+p0)*4)
-			d := unsafe.Add(dp, (p0*width+r)*4)
+			// Each address is computed from its step, never stepped past
+			// the last one: a pointer beyond the panel's allocation is
+			// invalid even unused (checkptr, -race).
 			p := 0
 			for ; p+4 <= pn; p += 4 {
 				v := (*[4]float32)(unsafe.Add(s, p*4))
+				d := unsafe.Add(dp, ((p0+p)*width+r)*4)
 				*(*float32)(d) = v[0]
 				*(*float32)(unsafe.Add(d, stride)) = v[1]
 				*(*float32)(unsafe.Add(d, 2*stride)) = v[2]
 				*(*float32)(unsafe.Add(d, 3*stride)) = v[3]
-				d = unsafe.Add(d, 4*stride)
 			}
 			for ; p < pn; p++ {
-				*(*float32)(d) = *(*float32)(unsafe.Add(s, p*4))
-				d = unsafe.Add(d, stride)
+				*(*float32)(unsafe.Add(dp, ((p0+p)*width+r)*4)) = *(*float32)(unsafe.Add(s, p*4))
 			}
 		}
 	}
