@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // claimEnd claims a train episode for client, makes one completion and
@@ -46,7 +47,8 @@ func TestAgreeSyncWeight(t *testing.T) {
 			m, _ := NewPresetModel("tiny")
 			tc := testTrainConfig(100, 1) // batch size must not matter
 			tc.CollectionMethod = method
-			ts := startServer(t, m, tc, nil)
+			const minSync = 300 * time.Millisecond
+			ts := startServer(t, m, tc, func(c *ServerConfig) { c.MinAgreeSync = minSync })
 			u := ts.ts.URL
 
 			if r := agree(t, u, "a"); r["success"] != false || !strings.Contains(r["failure_reason"].(string), "active list") {
@@ -76,7 +78,19 @@ func TestAgreeSyncWeight(t *testing.T) {
 					t.Fatalf("vote of b: %v", r)
 				}
 			}
-			waitFor(t, "a training step", func() bool { st, _, g := ts.s.Status(); return g == 1 && st == StatusRolling })
+			// The sync lasts at least MinAgreeSync, so that a client
+			// polling the status sees it.
+			var syncing time.Time
+			waitFor(t, "a training step", func() bool {
+				st, _, g := ts.s.Status()
+				if st == StatusWeightSyncing && syncing.IsZero() {
+					syncing = time.Now()
+				}
+				return g == 1 && st == StatusRolling
+			})
+			if syncing.IsZero() || time.Since(syncing) < minSync-50*time.Millisecond {
+				t.Fatalf("WEIGHT_SYNCING seen for %v, want at least %v", time.Since(syncing), minSync)
+			}
 			if a := ts.s.Accounting(); a.TrainedEpisodes != 4 || a.Buffered != 0 || a.Dropped != 0 {
 				t.Fatalf("accounting %+v, want all 4 finished episodes trained", a)
 			}

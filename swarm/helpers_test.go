@@ -21,7 +21,7 @@ type testServer struct {
 // startServer starts a rolling server over model with train config tc.
 func startServer(t testing.TB, model Model, tc TrainConfig, mod func(*ServerConfig)) *testServer {
 	t.Helper()
-	cfg := ServerConfig{Model: model, Train: tc, Logger: quietLog, ReapInterval: 20 * time.Millisecond}
+	cfg := ServerConfig{Model: model, Train: tc, Logger: quietLog, ReapInterval: 20 * time.Millisecond, MinAgreeSync: -1}
 	if mod != nil {
 		mod(&cfg)
 	}

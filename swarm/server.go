@@ -85,6 +85,11 @@ type ServerConfig struct {
 	// MaxAbsReward bounds |reward| of end_episode (1e6 when zero); larger
 	// rewards get 400, so that group statistics stay far from overflow.
 	MaxAbsReward float64
+	// MinAgreeSync is the shortest WEIGHT_SYNCING under the
+	// agree-sync-weight collection methods (6 s when zero): AgentJet's
+	// client checks the engine status every 5 s after agreeing and waits
+	// until it sees the sync. Negative: no minimum.
+	MinAgreeSync time.Duration
 	// ClientActiveTimeout is how long a client stays on the active list of
 	// the agree-sync-weight collection methods without claiming an
 	// episode, chatting or ending one (10 min when zero, AgentJet's
@@ -281,6 +286,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if !(cfg.MaxAbsReward > 0) || math.IsInf(cfg.MaxAbsReward, 0) {
 		cfg.MaxAbsReward = 1e6
+	}
+	if cfg.MinAgreeSync == 0 {
+		cfg.MinAgreeSync = 6 * time.Second
 	}
 	if cfg.ClientActiveTimeout <= 0 {
 		cfg.ClientActiveTimeout = 10 * time.Minute
@@ -936,6 +944,8 @@ func (s *Server) trainOnce() {
 	s.status, s.detail = StatusWeightSyncing, "training"
 	s.m.setStatus(s.status)
 	s.training = true
+	syncStart := time.Now()
+	agreeMode := s.train.CollectionMethod == CollectAnyAgree || s.train.CollectionMethod == CollectAllAgree
 	batch, ok := s.selectBatchLocked(true)
 	// Leaving ROLLING: every vote is spent (AgentJet resets its active
 	// client list here).
@@ -996,6 +1006,17 @@ func (s *Server) trainOnce() {
 		}
 	}
 
+	if agreeMode {
+		// AgentJet's client, having agreed, waits to see the sync it
+		// agreed to, checking a cached status every 5 s: a step shorter
+		// than that would leave it waiting forever.
+		if wait := s.cfg.MinAgreeSync - time.Since(syncStart); wait > 0 {
+			select {
+			case <-s.stopCh:
+			case <-time.After(wait):
+			}
+		}
+	}
 	s.mu.Lock()
 	s.training = false
 	if err != nil {
