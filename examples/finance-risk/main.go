@@ -24,10 +24,19 @@ func main() {
 	var o Options
 	flag.BoolVar(&o.Quick, "quick", false, "small, fast run (fewer epochs, rounds and folds)")
 	flag.Uint64Var(&o.Seed, "seed", 1, "seed of every random choice (folds, dates, initialisation, sampling)")
-	flag.StringVar(&o.Out, "out", "out/finance-risk", "output directory for report.md and the plots")
+	flag.StringVar(&o.Out, "out", "", "output directory for report.md and the plots (default out/finance-risk, or out/finance-risk-quick with -quick)")
 	flag.StringVar(&o.Data, "data", "", "data directory (default <repo>/data; fetched when missing)")
 	flag.IntVar(&o.Folds, "folds", 0, "cross-validation folds (default 5, 3 with -quick)")
 	flag.Parse()
+	if o.Out == "" {
+		o.Out = "out/finance-risk"
+		if o.Quick {
+			o.Out += "-quick"
+		}
+	}
+	if o.Quick {
+		fmt.Printf("finance-risk: smoke test (-quick): fewer epochs, rounds and folds check that the pipeline runs and learns; its figures say little about the models (report in %s)\n", o.Out)
+	}
 	if _, err := Run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "finance-risk:", err)
 		os.Exit(1)
