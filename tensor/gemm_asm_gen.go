@@ -215,13 +215,13 @@ func genPackA6() {
 	emit("\tMOVQ src+8(FP), SI")
 	emit("\tMOVQ lda+16(FP), DX")
 	emit("\tSHLQ $2, DX")
-	emit("\tLEAQ (DX)(DX*2), R10") // 3 rows
-	emit("\tLEAQ (SI)(DX*4), R11") // row 4
+	emit("\tLEAQ (DX)(DX*2), R8") // 3 rows
+	emit("\tLEAQ (SI)(DX*4), R9") // row 4
 	emit("\tMOVQ k8+24(FP), CX")
 	emit("\tTESTQ CX, CX")
 	emit("\tJEQ %s_done", name)
 	emit("%s_loop:", name)
-	for i, mem := range []string{"(SI)", "(SI)(DX*1)", "(SI)(DX*2)", "(SI)(R10*1)", "(R11)", "(R11)(DX*1)"} {
+	for i, mem := range []string{"(SI)", "(SI)(DX*1)", "(SI)(DX*2)", "(SI)(R8*1)", "(R9)", "(R9)(DX*1)"} {
 		emit("\tVMOVUPS %s, Y%d", mem, i)
 	}
 	// Rows 0–3: a 4×4 transpose in each lane, into Y8–Y11 (step q in lane
@@ -255,7 +255,7 @@ func genPackA6() {
 	emit("\tVMOVLPS X15, 160(DI)")
 	emit("\tVMOVHPS X15, 184(DI)")
 	emit("\tADDQ $32, SI")
-	emit("\tADDQ $32, R11")
+	emit("\tADDQ $32, R9")
 	emit("\tADDQ $192, DI")
 	emit("\tDECQ CX")
 	emit("\tJNE %s_loop", name)
