@@ -227,7 +227,7 @@ func checkChaos(t *testing.T, dir string, rec *chaosRecord) chaosCounts {
 	var c chaosCounts
 	final, recordSeqs := chaosJournalRecord(t, dir)
 	rows := finalStepRows(t, dir, final)
-	stream := readEpisodeStream(t, filepath.Join(dir, "nats"), "tiny")
+	stream := readEpisodeStream(t, bus.Config{DataDir: filepath.Join(dir, "nats")}, "tiny")
 	c.final, c.steps, c.journaled = final, len(rows), len(stream)
 
 	trainedAt := map[string]int64{}
@@ -503,7 +503,7 @@ func startLoggedProc(t *testing.T, l *serverLog, env []string, args ...string) *
 	return p
 }
 
-// readJournalRecord returns the step of the final checkpoint and the
+// chaosJournalRecord returns the step of the final checkpoint and the
 // journal sequences it records as trained.
 func chaosJournalRecord(t *testing.T, dir string) (int64, map[uint64]bool) {
 	t.Helper()
@@ -525,33 +525,51 @@ func chaosJournalRecord(t *testing.T, dir string) (int64, map[uint64]bool) {
 	return rec.Step, seqs
 }
 
-// finalStepRows reads train_metrics.jsonl and returns, for every step up
-// to final, the episode ids of its last row (a step retrained after a
-// crash is appended again). Every step from 1 to final must have a row.
-func finalStepRows(t *testing.T, dir string, final int64) map[int64][]string {
+// metricRow is one training step's row of train_metrics.jsonl.
+type metricRow struct {
+	Step *int64   `json:"step"`
+	IDs  []string `json:"episode_ids"`
+}
+
+// metricRows reads a run directory's train_metrics.jsonl (none yet: no
+// rows); every row must name its step.
+func metricRows(t *testing.T, dir string) []metricRow {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, swarm.TrainMetricsFile))
+	path := filepath.Join(dir, swarm.TrainMetricsFile)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rows := map[int64][]string{}
+	var rows []metricRow
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
 	for n := 1; sc.Scan(); n++ {
-		var row struct {
-			Step       *int64   `json:"step"`
-			EpisodeIDs []string `json:"episode_ids"`
+		var r metricRow
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.Step == nil {
+			t.Fatalf("%s line %d: %v: %.200s", path, n, err, sc.Text())
 		}
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil || row.Step == nil {
-			t.Fatalf("%s line %d: %v: %.200s", swarm.TrainMetricsFile, n, err, sc.Text())
-		}
-		if *row.Step <= final {
-			rows[*row.Step] = row.EpisodeIDs
-		}
+		rows = append(rows, r)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+	return rows
+}
+
+// finalStepRows returns, for every step up to final, the episode ids of
+// its last row in train_metrics.jsonl (a step retrained after a crash is
+// appended again). Every step from 1 to final must have a row.
+func finalStepRows(t *testing.T, dir string, final int64) map[int64][]string {
+	t.Helper()
+	rows := map[int64][]string{}
+	for _, r := range metricRows(t, dir) {
+		if *r.Step <= final {
+			rows[*r.Step] = r.IDs
+		}
 	}
 	for s := int64(1); s <= final; s++ {
 		if _, ok := rows[s]; !ok {
@@ -567,13 +585,15 @@ type journaledMsg struct {
 	seq uint64
 }
 
-// readEpisodeStream opens the stopped server's NATS store and returns the
-// episodes left in the model's stream, without consuming them.
-func readEpisodeStream(t *testing.T, dataDir, model string) []journaledMsg {
+// readEpisodeStream returns the episodes left in the model's stream,
+// without consuming them: cfg names a stopped server's store (DataDir) or
+// a NATS server (URL).
+func readEpisodeStream(t *testing.T, cfg bus.Config, model string) []journaledMsg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := bus.Open(ctx, bus.Config{DataDir: dataDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := bus.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/safetensors"
 	"github.com/troupe-ml/troupe/swarm"
@@ -133,7 +130,7 @@ func TestRolesSurviveKills(t *testing.T) {
 	trainer.kill()
 	<-done
 	ckptStep := checkpointVersion(t, filepath.Join(tdir, swarm.CheckpointFile))
-	rowsBefore := len(metricRows(t, filepath.Join(tdir, swarm.TrainMetricsFile)))
+	rowsBefore := len(metricRows(t, tdir))
 	trainer = startProc(t, trainArgs...)
 	waitRolling(t, tc)
 	round(8, 16)
@@ -151,8 +148,8 @@ func TestRolesSurviveKills(t *testing.T) {
 	})
 
 	// The restarted trainer's first step follows its checkpoint's.
-	if rows := metricRows(t, filepath.Join(tdir, swarm.TrainMetricsFile)); rows[rowsBefore].Step != ckptStep+1 {
-		t.Fatalf("after the restart the trainer trained step %d first; its checkpoint held step %d", rows[rowsBefore].Step, ckptStep)
+	if rows := metricRows(t, tdir); *rows[rowsBefore].Step != ckptStep+1 {
+		t.Fatalf("after the restart the trainer trained step %d first; its checkpoint held step %d", *rows[rowsBefore].Step, ckptStep)
 	}
 	if m := metricsText(t, tc); strings.Contains(m, "swarm_dropped_episodes_total{") {
 		t.Fatalf("the trainer dropped episodes:\n%s", m)
@@ -160,8 +157,17 @@ func TestRolesSurviveKills(t *testing.T) {
 	// Stop the trainer cleanly and account for every acknowledged reward.
 	trainer.cmd.Process.Signal(syscall.SIGTERM)
 	<-trainer.done
-	trained := lastRowEpisodes(t, filepath.Join(tdir, swarm.TrainMetricsFile))
-	buffered := journalEpisodes(t, natsURL, "small")
+	final, _ := chaosJournalRecord(t, tdir)
+	trained := map[string]int{}
+	for _, ids := range finalStepRows(t, tdir, final) {
+		for _, id := range ids {
+			trained[id]++
+		}
+	}
+	buffered := map[string]bool{}
+	for _, m := range readEpisodeStream(t, bus.Config{URL: natsURL}, "small") {
+		buffered[m.ID] = true
+	}
 	lost, doubled := 0, 0
 	for id := range acked {
 		n := trained[id]
@@ -197,83 +203,4 @@ func checkpointVersion(t *testing.T, path string) int64 {
 		t.Fatalf("%s: version %q: %v", path, f.Metadata["version"], err)
 	}
 	return v
-}
-
-type metricRow struct {
-	Step int64    `json:"step"`
-	IDs  []string `json:"episode_ids"`
-}
-
-// metricRows reads a train_metrics.jsonl.
-func metricRows(t *testing.T, path string) []metricRow {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var rows []metricRow
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var r metricRow
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		rows = append(rows, r)
-	}
-	return rows
-}
-
-// lastRowEpisodes counts, over the last row of every step in a
-// train_metrics.jsonl, how often each episode was trained.
-func lastRowEpisodes(t *testing.T, path string) map[string]int {
-	rows := map[int64][]string{}
-	for _, r := range metricRows(t, path) {
-		rows[r.Step] = r.IDs
-	}
-	out := map[string]int{}
-	for _, ids := range rows {
-		for _, id := range ids {
-			out[id]++
-		}
-	}
-	return out
-}
-
-// journalEpisodes lists the episodes still in a model's journal stream.
-func journalEpisodes(t *testing.T, natsURL, model string) map[string]bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, err := bus.Open(ctx, bus.Config{URL: natsURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	st, err := b.JetStream().Stream(ctx, swarm.EpisodeStream(model))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var je swarm.JournaledEpisode
-		if err := json.Unmarshal(m.Data, &je); err != nil {
-			t.Fatal(err)
-		}
-		out[je.ID] = true
-	}
-	return out
 }
