@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -298,8 +299,9 @@ func (s *Server) loadJournalRecord(step int64) error {
 	return nil
 }
 
-// writeFileAtomic writes name in dir by write, fsync, rename.
-func writeFileAtomic(dir, name string, data []byte) error {
+// writeFileAtomic writes name in dir by write, fsync, rename, so that a
+// crash leaves the old file or the new one, never a part.
+func writeFileAtomic(dir, name string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -308,7 +310,7 @@ func writeFileAtomic(dir, name string, data []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(data)
+	err = write(tmp)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -319,6 +321,11 @@ func writeFileAtomic(dir, name string, data []byte) error {
 		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
 	}
 	return err
+}
+
+// bytesWriter is writeFileAtomic's write of fixed contents.
+func bytesWriter(b []byte) func(io.Writer) error {
+	return func(w io.Writer) error { _, err := w.Write(b); return err }
 }
 
 // journalTimeout bounds one publish (5 s when zero).
@@ -386,7 +393,7 @@ func (s *Server) configBucket() (jetstream.KeyValue, error) {
 // TrainConfigBucket without a CheckpointDir).
 func (s *Server) saveTrainConfig(yaml string) error {
 	if s.cfg.CheckpointDir != "" {
-		if err := writeFileAtomic(s.cfg.CheckpointDir, TrainConfigFile, []byte(yaml)); err != nil {
+		if err := writeFileAtomic(s.cfg.CheckpointDir, TrainConfigFile, bytesWriter([]byte(yaml))); err != nil {
 			return fmt.Errorf("swarm: persist training config: %w", err)
 		}
 		return nil

@@ -323,7 +323,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("swarm: role %q needs ServerConfig.JetStream (the episode journal and the weights bucket)", cfg.Role)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.journalTimeout())
-		ws, err := openWeights(ctx, cfg.JetStream, cmp.Or(cfg.JournalName, cfg.Model.Name()), cfg.JournalReplicas)
+		ws, err := openWeights(ctx, cfg.JetStream, s.journalName(), cfg.JournalReplicas)
 		cancel()
 		if err != nil {
 			return nil, err
@@ -343,7 +343,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.JetStream != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.journalTimeout())
-		jr, err := openJournal(ctx, cfg.JetStream, cmp.Or(cfg.JournalName, cfg.Model.Name()), cfg.JournalReplicas, cfg.journalTimeout())
+		jr, err := openJournal(ctx, cfg.JetStream, s.journalName(), cfg.JournalReplicas, cfg.journalTimeout())
 		cancel()
 		if err != nil {
 			return nil, err
@@ -501,9 +501,6 @@ func (s *Server) Checkpoint() error {
 	if s.cfg.CheckpointDir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(s.cfg.CheckpointDir, 0o755); err != nil {
-		return fmt.Errorf("swarm: checkpoint dir: %w", err)
-	}
 	// Holding modelMu for reading keeps training out, so the version, the
 	// journal record and the weights describe the same step.
 	s.modelMu.RLock()
@@ -514,27 +511,12 @@ func (s *Server) Checkpoint() error {
 		rec := journalRecord{Step: step, Seqs: s.trainedSeqsLocked(step)}
 		s.mu.Unlock()
 		b, _ := json.Marshal(rec)
-		if err := writeFileAtomic(s.cfg.CheckpointDir, JournalFile, b); err != nil {
+		if err := writeFileAtomic(s.cfg.CheckpointDir, JournalFile, bytesWriter(b)); err != nil {
 			return fmt.Errorf("swarm: checkpoint: %w", err)
 		}
 	}
 	final := filepath.Join(s.cfg.CheckpointDir, CheckpointFile)
-	tmp, err := os.CreateTemp(s.cfg.CheckpointDir, CheckpointFile+".tmp*")
-	if err != nil {
-		return fmt.Errorf("swarm: checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	err = s.model.Save(tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), final)
-	}
-	if err != nil {
+	if err := writeFileAtomic(s.cfg.CheckpointDir, CheckpointFile, s.model.Save); err != nil {
 		return fmt.Errorf("swarm: checkpoint %s: %w", final, err)
 	}
 	if s.jr != nil {

@@ -2,7 +2,6 @@ package swarm
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,7 +110,7 @@ func (s *Server) publishWeightsLocked(step int64) error {
 func (s *Server) watchWeights() error {
 	w, err := s.ws.obs.Watch(context.Background(), jetstream.IgnoreDeletes())
 	if err != nil {
-		return fmt.Errorf("swarm: watch %s: %w", WeightsBucket(cmp.Or(s.cfg.JournalName, s.model.Name())), err)
+		return fmt.Errorf("swarm: watch %s: %w", WeightsBucket(s.journalName()), err)
 	}
 	s.ws.w = w
 	s.wg.Add(1)
