@@ -543,20 +543,10 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	case s.status != StatusRolling:
 		resp.FailCause = notRollingCause(s.status)
 	case s.perClient[client] >= s.cfg.MaxOpenPerClient:
-		held := s.perClient[client]
-		s.mu.Unlock()
-		s.m.episodes.WithLabelValues("quota").Inc()
-		resp.FailCause = fmt.Sprintf("This client holds %d open episodes, the per-client limit of this server. End or abort one, then try again.", held)
-		w.Header().Set("Retry-After", "2")
-		writeJSON(w, http.StatusTooManyRequests, resp)
+		s.refuseQuotaLocked(w, resp, fmt.Sprintf("This client holds %d open episodes, the per-client limit of this server. End or abort one, then try again.", s.perClient[client]))
 		return
 	case addr != "" && s.perAddr[addr] >= s.cfg.MaxOpenPerAddress:
-		held := s.perAddr[addr]
-		s.mu.Unlock()
-		s.m.episodes.WithLabelValues("quota").Inc()
-		resp.FailCause = fmt.Sprintf("Clients at this address hold %d open episodes, the per-address limit of this server. End or abort some, then try again.", held)
-		w.Header().Set("Retry-After", "2")
-		writeJSON(w, http.StatusTooManyRequests, resp)
+		s.refuseQuotaLocked(w, resp, fmt.Sprintf("Clients at this address hold %d open episodes, the per-address limit of this server. End or abort some, then try again.", s.perAddr[addr]))
 		return
 	case s.train.MaxOpenEpisodes > 0 && len(s.episodes) >= s.train.MaxOpenEpisodes:
 		resp.FailCause = "No available episodes to claim. Try again (maybe 1 minute) later."
@@ -1081,6 +1071,16 @@ func (s *Server) handleSyncCode(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	st, _, step := s.Status()
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "engine_status": st, "global_step": step, "model": s.model.Name()})
+}
+
+// refuseQuotaLocked answers a claim beyond a quota with 429 and
+// Retry-After, unlocking s.mu first.
+func (s *Server) refuseQuotaLocked(w http.ResponseWriter, resp claimResponse, cause string) {
+	s.mu.Unlock()
+	s.m.episodes.WithLabelValues("quota").Inc()
+	resp.FailCause = cause
+	w.Header().Set("Retry-After", "2")
+	writeJSON(w, http.StatusTooManyRequests, resp)
 }
 
 // quotaAddr is the remote IP a claim counts against MaxOpenPerAddress, or
