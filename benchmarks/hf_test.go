@@ -18,7 +18,9 @@ import (
 
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/hf"
+	"github.com/troupe-ml/troupe/rl/policies"
 	kern "github.com/troupe-ml/troupe/tensor"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // hfModel loads a random bf16 checkpoint of the named shape, written once
@@ -61,7 +63,7 @@ func BenchmarkHFDecode(b *testing.B) {
 						prompts[i] = append(prompts[i], rng.IntN(m.Config.Vocab))
 					}
 				}
-				opts := nn.GenerateOptions{MaxTokens: 32}
+				opts := textgen.GenerateOptions{MaxTokens: 32}
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					gens, err := m.Generate(context.Background(), nil, prompts, opts, nil)
@@ -90,7 +92,7 @@ func BenchmarkHFLoRAStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			pol := hf.NewPolicy(ad, nn.NewAdamW(nn.Constant(1e-4), 0.01), 0)
+			pol := policies.NewLoRA(ad, nn.NewAdamW(nn.Constant(1e-4), 0.01), 0)
 			rng := rand.New(rand.NewPCG(3, 4))
 			seqs := make([]hf.Seq, 2)
 			for i := range seqs {

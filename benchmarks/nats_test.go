@@ -18,10 +18,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/lmmodel"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // loopbackBus runs a NATS server with a file store and returns a client
@@ -64,7 +68,7 @@ func BenchmarkJournalPublish(b *testing.B) {
 	for i := range s.Actions {
 		s.Actions[i], s.LogProbs[i] = r.IntN(151936), -r.Float32()*5
 	}
-	body, err := json.Marshal(swarm.JournaledEpisode{ID: "x", TaskID: "t", Client: "c", Reward: 1, Samples: []rl.Sample{s}})
+	body, err := json.Marshal(api.EpisodeRecord{ID: "x", TaskID: "t", Client: "c", Reward: 1, Samples: []rl.Sample{s}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,7 +109,7 @@ func BenchmarkWeightsPublish(b *testing.B) {
 	var cases []payload
 	for _, name := range []string{"tiny", "small", "medium"} {
 		cases = append(cases, payload{"tabular-" + name, func(b *testing.B) []byte {
-			m, err := swarm.NewPresetModel(name)
+			m, err := tabular.NewPreset(name)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -113,11 +117,11 @@ func BenchmarkWeightsPublish(b *testing.B) {
 		}})
 	}
 	for _, name := range []string{"lm-tiny", "lm-small"} {
-		if _, ok := swarm.LMPresets[name]; !ok {
+		if _, ok := lmmodel.Presets[name]; !ok {
 			continue
 		}
 		cases = append(cases, payload{name, func(b *testing.B) []byte {
-			m, err := swarm.NewLMPreset(name)
+			m, err := lmmodel.NewPreset(name)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	G "gorgonia.org/gorgonia"
+	ts "gorgonia.org/tensor"
+
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/plain"
 	kern "github.com/troupe-ml/troupe/tensor"
-	G "gorgonia.org/gorgonia"
-	ts "gorgonia.org/tensor"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // cpuTime is the process's user+system CPU time. On this shared machine the
@@ -305,7 +307,7 @@ func BenchmarkNNGenerate(b *testing.B) {
 				lm := nn.NewLM(nn.NewStore(1), cfg)
 				start, cpu0 := time.Now(), cpuTime()
 				for i := 0; i < b.N; i++ {
-					if _, err := lm.Generate(prompts, nn.GenerateOptions{MaxTokens: gen}); err != nil {
+					if _, err := lm.Generate(prompts, textgen.GenerateOptions{MaxTokens: gen}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -15,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 func percentile(d []time.Duration, p float64) float64 {
@@ -26,8 +30,8 @@ func percentile(d []time.Duration, p float64) float64 {
 	return float64(d[int(p*float64(len(d)-1))].Nanoseconds()) / 1e3
 }
 
-func benchServer(b *testing.B) (*swarm.Server, *swarm.TabularModel) {
-	m, err := swarm.NewPresetModel("tiny")
+func benchServer(b *testing.B) (*swarm.Server, *tabular.Model) {
+	m, err := tabular.NewPreset("tiny")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,15 +77,15 @@ func BenchmarkSwarmEpisode(b *testing.B) {
 					wg.Add(1)
 					go func(p int) {
 						defer wg.Done()
-						cli := swarm.NewClient(ts.URL)
+						cli := client.New(ts.URL)
 						cli.HTTP = &http.Client{Transport: tr}
-						cli.Backoff = swarm.Backoff{Initial: 50 * time.Microsecond, Max: time.Millisecond}
+						cli.Backoff = client.Backoff{Initial: 50 * time.Microsecond, Max: time.Millisecond}
 						temp := 1.0
 						var cl, al []time.Duration
 						reqs := 0
 						for i := 0; i < per; i++ {
 							t0 := time.Now()
-							ep, err := cli.BeginEpisode(ctx, swarm.BeginOptions{})
+							ep, err := cli.BeginEpisode(ctx, client.BeginOptions{})
 							if err != nil {
 								b.Error(err)
 								return
@@ -90,7 +94,7 @@ func BenchmarkSwarmEpisode(b *testing.B) {
 							chat := ep.Chat()
 							for k := 0; k < n; k++ {
 								t0 = time.Now()
-								_, err := chat.Create(ctx, swarm.ChatRequest{Model: "tiny", Messages: []swarm.ChatMessage{{Role: "user", Content: "benchmark prompt"}},
+								_, err := chat.Create(ctx, api.ChatRequest{Model: "tiny", Messages: []api.Message{{Role: "user", Content: "benchmark prompt"}},
 									MaxTokens: chatTokens, Temperature: &temp, Logprobs: true})
 								if err != nil {
 									b.Error(err)
@@ -101,7 +105,7 @@ func BenchmarkSwarmEpisode(b *testing.B) {
 								al = append(al, d)
 							}
 							t0 = time.Now()
-							if err := cli.EndEpisode(ctx, ep, fmt.Sprint("task", i%8), swarm.WorkflowResult{Reward: rand.Float64()}); err != nil {
+							if err := cli.EndEpisode(ctx, ep, fmt.Sprint("task", i%8), client.WorkflowResult{Reward: rand.Float64()}); err != nil {
 								b.Error(err)
 								return
 							}
@@ -166,12 +170,12 @@ func BenchmarkSwarmChatHandler(b *testing.B) {
 		b.ReportMetric(percentile(lat, 0.99), "p99-µs")
 	})
 	b.Run("model-only", func(b *testing.B) {
-		prompt, _ := m.ChatPrompt([]swarm.Message{{Role: "user", Content: "benchmark prompt"}})
+		prompt, _ := m.ChatPrompt(context.Background(), []api.Message{{Role: "user", Content: "benchmark prompt"}}, nil)
 		r := rand.New(rand.NewPCG(1, 2))
 		lat := make([]time.Duration, 0, b.N)
 		for i := 0; i < b.N; i++ {
 			t0 := time.Now()
-			m.Generate(context.Background(), [][]int{prompt}, swarm.GenerateOptions{MaxTokens: chatTokens, Temperature: 1, TopLogProbs: 0, Rand: []*rand.Rand{r}})
+			m.Generate(context.Background(), [][]int{prompt}, textgen.GenerateOptions{MaxTokens: chatTokens, Temperature: 1, Seed: r.Uint64()}, nil)
 			lat = append(lat, time.Since(t0))
 		}
 		b.ReportMetric(percentile(lat, 0.5), "p50-µs")

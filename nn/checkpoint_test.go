@@ -14,8 +14,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/troupe-ml/troupe/safetensors"
 	"github.com/troupe-ml/troupe/tensor"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 func trainedLM(t *testing.T, seed uint64) (*LM, *LMTrainer) {
@@ -61,8 +63,8 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 	// The loaded store drives an identical model.
 	m2 := NewLM(store2, m.Config)
-	a, _ := m.Generate([][]int{{1, 2}}, GenerateOptions{Temperature: 1, MaxTokens: 5, Seed: 1})
-	b, _ := m2.Generate([][]int{{1, 2}}, GenerateOptions{Temperature: 1, MaxTokens: 5, Seed: 1})
+	a, _ := m.Generate([][]int{{1, 2}}, textgen.GenerateOptions{Temperature: 1, MaxTokens: 5, Seed: 1})
+	b, _ := m2.Generate([][]int{{1, 2}}, textgen.GenerateOptions{Temperature: 1, MaxTokens: 5, Seed: 1})
 	if d := cmp.Diff(a, b); d != "" {
 		t.Errorf("generation after reload differs:\n%s", d)
 	}

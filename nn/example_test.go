@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/troupe-ml/troupe/nn"
 	G "gorgonia.org/gorgonia"
 	ts "gorgonia.org/tensor"
+
+	"github.com/troupe-ml/troupe/nn"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // A language model: build, take supervised steps, score and sample.
@@ -27,7 +29,7 @@ func ExampleLMTrainer() {
 	logp, _ := tr.TokenLogProbs(batch)
 	fmt.Println("log-probs per example:", len(logp[0]), len(logp[1]))
 
-	gens, _ := lm.Generate([][]int{{1}}, nn.GenerateOptions{Temperature: 1, MaxTokens: 3, Seed: 7})
+	gens, _ := lm.Generate([][]int{{1}}, textgen.GenerateOptions{Temperature: 1, MaxTokens: 3, Seed: 7})
 	fmt.Println(len(gens[0].Tokens), len(gens[0].LogProbs), gens[0].FinishReason)
 	// Output:
 	// loss fell: true
@@ -108,7 +110,7 @@ func ExampleLSTM() {
 // log-probability of every sampled token.
 func ExampleLM_Generate() {
 	lm := nn.NewLM(nn.NewStore(6), nn.LMConfig{Vocab: 10, Dim: 16, Layers: 2, Heads: 2, MaxLen: 32, Positions: nn.Rotary})
-	gens, err := lm.Generate([][]int{{1, 2, 3}, {4}}, nn.GenerateOptions{
+	gens, err := lm.Generate([][]int{{1, 2, 3}, {4}}, textgen.GenerateOptions{
 		Temperature: 0.8, TopK: 5, TopP: 0.95, MaxTokens: 6, StopTokens: []int{0}, Seed: 42,
 	})
 	if err != nil {

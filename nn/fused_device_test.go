@@ -13,6 +13,7 @@ import (
 	ts "gorgonia.org/tensor"
 
 	kern "github.com/troupe-ml/troupe/tensor"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // hostDev stands in for a device engine (package cuda's, under the
@@ -314,7 +315,7 @@ func TestLMDevice(t *testing.T) {
 	for _, p := range dev.Store.Params() {
 		p.Value = onHostDev(p.Value)
 	}
-	opts := GenerateOptions{Temperature: 0.8, MaxTokens: 5, Seed: 4}
+	opts := textgen.GenerateOptions{Temperature: 0.8, MaxTokens: 5, Seed: 4}
 	prompts := [][]int{{1, 2, 3}, {4}}
 	want, err := host.Generate(prompts, opts)
 	if err != nil {

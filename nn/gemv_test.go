@@ -7,7 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
 	kern "github.com/troupe-ml/troupe/tensor"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // TestGEMVMatchesGemm checks the decoding matrix-vector path against a
@@ -72,7 +74,7 @@ func TestGenerateGEMVMatchesGemm(t *testing.T) {
 		m := NewLM(store, cfg)
 		roughen(store, 0.3, 12)
 		for _, prompts := range [][][]int{{{3, 1, 4}}, {{1, 5}, {9}, {2, 6, 5, 3}}} {
-			opts := GenerateOptions{Temperature: 1, MaxTokens: 10, Seed: 5, TopLogProbs: 3}
+			opts := textgen.GenerateOptions{Temperature: 1, MaxTokens: 10, Seed: 5, TopLogProbs: 3}
 			prev := SetDecodeGEMVRows(-1)
 			a, err := m.Generate(prompts, opts)
 			SetDecodeGEMVRows(0)

@@ -1,316 +1,109 @@
 package nn
 
 import (
+	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"sort"
+	"slices"
 
 	kern "github.com/troupe-ml/troupe/tensor"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
-// GenerateOptions controls LM.Generate.
-type GenerateOptions struct {
-	// Temperature divides the logits before sampling; 0 means greedy
-	// (argmax) decoding. The zero value of GenerateOptions is therefore
-	// greedy; set 1 for plain sampling.
-	Temperature float64
-	// TopK keeps only the K most likely tokens (0 = all).
-	TopK int
-	// TopP keeps the smallest set of most likely tokens whose probability
-	// reaches TopP (nucleus sampling, Holtzman et al. 2020; 0 or 1 = all).
-	TopP float64
-	// StopTokens end a generation when sampled (the token is included).
-	StopTokens []int
-	// StopSequences end a generation when its tokens end with one of them
-	// (the sequence is included).
-	StopSequences [][]int
-	// MaxTokens bounds the number of generated tokens (default 16). The
-	// model's MaxLen also bounds prompt plus generation.
-	MaxTokens int
-	// Seed seeds request i's generator as PCG(Seed, i), so results do not
-	// depend on batch composition or scheduling.
-	Seed uint64
-	// TopLogProbs, when positive, makes every Generation also return, for
-	// each sampled position, the TopLogProbs most likely tokens with their
-	// log-probabilities (Generation.TopLogProbs), as OpenAI's
-	// `top_logprobs`. The log-probabilities are those of LogProbs: the
-	// model's distribution at temperature 1 without top-k/top-p truncation,
-	// whatever Temperature, TopK and TopP are. Values above
-	// MaxTopLogProbs are capped at MaxTopLogProbs (and at the vocabulary
-	// size); 0 turns it off; negative values are an error.
-	TopLogProbs int
-}
-
-// MaxTopLogProbs is the largest useful GenerateOptions.TopLogProbs (OpenAI's
-// limit for `top_logprobs`); larger requests are capped.
-const MaxTopLogProbs = 20
-
-// TokenLogProb is one alternative token at a generated position.
-type TokenLogProb struct {
-	Token   int
-	LogProb float32
-}
-
-// Generation is the result of one request.
-type Generation struct {
-	Tokens []int
-	// LogProbs[i] is log p(Tokens[i] | prompt, Tokens[:i]) under the model's
-	// own distribution — softmax of the logits at temperature 1 without
-	// top-k/top-p truncation — which is exactly what LMTrainer.TokenLogProbs
-	// computes for the same tokens (the behaviour log-probabilities that
-	// policy-gradient methods need). It is not the log-probability under the
-	// tempered or truncated sampling distribution.
-	LogProbs []float32
-	// TopLogProbs[i] (only when GenerateOptions.TopLogProbs > 0) lists the
-	// most likely tokens at position i, most likely first (ties by smaller
-	// token id), with log-probabilities under the same distribution as
-	// LogProbs. Tokens[i] appears in it exactly when it is among those
-	// tokens; it may be missing (it was sampled from the tail).
-	TopLogProbs [][]TokenLogProb
-	// FinishReason is "stop" (stop token or sequence) or "length".
-	FinishReason string
-}
-
-// genState is one request's decoding state.
-type genState struct {
-	tokens  []int // prompt + generated
-	nPrompt int
-	k, v    [][]float32 // per layer, MaxLen×D (keys after rotary rotation)
-	ck      []float32   // copy-head keys, MaxLen×CopyDim (with a copy head)
-	rng     *rand.Rand
-	out     Generation
-	done    bool
-}
-
-// Generate samples continuations of every prompt, batched: all prompts are
-// prefilled in one pass, then each decoding step runs the still-active
-// requests together through the model with a per-request key/value cache.
-// It runs on the tensor kernels directly, outside any Gorgonia graph, using
-// the store's current parameter values. Parameters that live on a device (a
-// tensor backend other than the CPU's) are copied to the host once per call
-// and decoding runs on the CPU: the decode step's rotary embedding and
-// per-request cache writes are strided updates that tensor.Backend does
-// not offer.
-func (m *LM) Generate(prompts [][]int, opts GenerateOptions) ([]Generation, error) {
-	c := m.Config
-	if opts.MaxTokens <= 0 {
-		opts.MaxTokens = 16
+// Generate samples continuations of every prompt with textgen's loop:
+// all prompts are prefilled in one pass, then each decoding step runs the
+// still-active requests together through the model with a per-request
+// key/value cache. It runs on the tensor kernels directly, outside any
+// Gorgonia graph, using the store's current parameter values. Parameters
+// that live on a device (a tensor backend other than the CPU's) are copied
+// to the host once per call and decoding runs on the CPU: the decode
+// step's rotary embedding and per-request cache writes are strided updates
+// that tensor.Backend does not offer. Prompt i samples from
+// PCG(opts.Seed, i).
+func (m *LM) Generate(prompts [][]int, opts textgen.GenerateOptions) ([]textgen.Generation, error) {
+	dec, err := m.Decoder()
+	if err != nil {
+		return nil, err
 	}
-	if opts.Temperature < 0 || opts.TopK < 0 || opts.TopP < 0 || opts.TopP > 1 || opts.TopLogProbs < 0 {
-		return nil, fmt.Errorf("nn: Generate: invalid options %+v", opts)
-	}
-	opts.TopLogProbs = min(opts.TopLogProbs, MaxTopLogProbs, c.Vocab)
+	return textgen.Generate(context.Background(), dec, prompts, opts, nil)
+}
+
+// Decoder returns the model as a textgen.Decoder over the store's current
+// parameters. Training the store in place (on the CPU) changes what the
+// decoder computes: a caller that trains while generating serialises the
+// two itself.
+func (m *LM) Decoder() (textgen.Decoder, error) {
 	w, err := m.weights()
 	if err != nil {
 		return nil, err
 	}
-	states := make([]*genState, len(prompts))
-	for i, p := range prompts {
-		if len(p) == 0 {
-			return nil, fmt.Errorf("nn: Generate: prompt %d is empty", i)
-		}
-		if len(p) >= c.MaxLen {
-			return nil, fmt.Errorf("nn: Generate: prompt %d has %d tokens, MaxLen is %d", i, len(p), c.MaxLen)
-		}
-		for _, t := range p {
-			if t < 0 || t >= c.Vocab {
-				return nil, fmt.Errorf("nn: Generate: prompt %d: token %d outside vocabulary [0,%d)", i, t, c.Vocab)
-			}
-		}
-		st := &genState{tokens: append([]int(nil), p...), nPrompt: len(p), rng: rand.New(rand.NewPCG(opts.Seed, uint64(i)))}
-		for l := 0; l < c.Layers; l++ {
-			st.k = append(st.k, make([]float32, c.MaxLen*c.Dim))
-			st.v = append(st.v, make([]float32, c.MaxLen*c.Dim))
-		}
-		if c.CopyDim > 0 {
-			st.ck = make([]float32, c.MaxLen*c.CopyDim)
-		}
-		states[i] = st
-	}
-	// Prefill: every prompt's tokens at positions 0…len−1.
-	groups := make([]group, len(states))
-	for i, st := range states {
-		groups[i] = group{st: st, pos0: 0, toks: st.tokens}
-	}
-	logp := w.forward(groups)
-	for {
-		var next []group
-		for i, g := range groups {
-			st := g.st
-			row := logp[i*c.Vocab : (i+1)*c.Vocab]
-			tok := SampleToken(row, opts, st.rng)
-			st.out.Tokens = append(st.out.Tokens, tok)
-			st.out.LogProbs = append(st.out.LogProbs, row[tok])
-			if opts.TopLogProbs > 0 {
-				st.out.TopLogProbs = append(st.out.TopLogProbs, TopLogProbs(row, opts.TopLogProbs))
-			}
-			st.tokens = append(st.tokens, tok)
-			switch {
-			case StopsAt(st.out.Tokens, opts):
-				st.out.FinishReason, st.done = "stop", true
-			case len(st.out.Tokens) >= opts.MaxTokens || len(st.tokens) >= c.MaxLen:
-				st.out.FinishReason, st.done = "length", true
-			default:
-				next = append(next, group{st: st, pos0: len(st.tokens) - 1, toks: []int{tok}})
-			}
-		}
-		if len(next) == 0 {
-			break
-		}
-		groups = next
-		logp = w.forward(groups)
-	}
-	out := make([]Generation, len(states))
-	for i, st := range states {
-		out[i] = st.out
-	}
-	return out, nil
+	return w, nil
 }
 
-// TopLogProbs returns the n largest entries of logp, largest first (ties by
-// smaller index), by insertion into a sorted list of at most n (n ≤ 20, so
-// one pass over the vocabulary with rare insertions).
-func TopLogProbs(logp []float32, n int) []TokenLogProb {
-	top := make([]TokenLogProb, 0, n)
-	for t, v := range logp {
-		if len(top) == n && !(v > top[n-1].LogProb) {
-			continue
-		}
-		i := len(top)
-		if i < n {
-			top = append(top, TokenLogProb{})
-		} else {
-			i = n - 1
-		}
-		// Shift smaller entries right; equal ones stay ahead (smaller id).
-		for i > 0 && v > top[i-1].LogProb {
-			top[i] = top[i-1]
-			i--
-		}
-		top[i] = TokenLogProb{Token: t, LogProb: v}
-	}
-	return top
+// lmCache is one sequence's keys and values per layer (capacity×Dim, keys
+// after the rotary rotation), its copy-head keys and its tokens.
+type lmCache struct {
+	k, v   [][]float32
+	ck     []float32
+	tokens []int
 }
 
-// StopsAt reports whether a generation whose tokens so far are gen ends
-// here: its last token is one of o.StopTokens, or its tokens end with one of
-// o.StopSequences.
-func StopsAt(gen []int, o GenerateOptions) bool {
-	last := gen[len(gen)-1]
-	for _, s := range o.StopTokens {
-		if s == last {
-			return true
-		}
+func (c *lmCache) Len() int { return len(c.tokens) }
+
+func (c *lmCache) Fork() textgen.Cache {
+	f := &lmCache{tokens: append(make([]int, 0, cap(c.tokens)), c.tokens...), ck: slices.Clone(c.ck)}
+	for l := range c.k {
+		f.k = append(f.k, slices.Clone(c.k[l]))
+		f.v = append(f.v, slices.Clone(c.v[l]))
 	}
-	for _, s := range o.StopSequences {
-		if len(s) > 0 && len(s) <= len(gen) {
-			match := true
-			for j := range s {
-				if gen[len(gen)-len(s)+j] != s[j] {
-					match = false
-					break
-				}
-			}
-			if match {
-				return true
-			}
-		}
-	}
-	return false
+	return f
 }
 
-// SampleToken draws a token from the log-probabilities logp (temperature
-// 1) after applying o's temperature, top-k and top-p; temperature 0 takes
-// the argmax.
-func SampleToken(logp []float32, o GenerateOptions, rng *rand.Rand) int {
-	if o.Temperature == 0 {
-		best := 0
-		for i, v := range logp {
-			if v > logp[best] {
-				best = i
-			}
-		}
-		return best
+// Vocab implements textgen.Decoder.
+func (w *lmWeights) Vocab() int { return w.c.Vocab }
+
+// MaxLen implements textgen.Decoder.
+func (w *lmWeights) MaxLen() int { return w.c.MaxLen }
+
+// KVBytes implements textgen.Decoder.
+func (w *lmWeights) KVBytes() int64 { return int64(4 * (2*w.c.Layers*w.c.Dim + w.c.CopyDim)) }
+
+// NewCache implements textgen.Decoder.
+func (w *lmWeights) NewCache(capacity int) textgen.Cache {
+	c := &lmCache{tokens: make([]int, 0, capacity)}
+	for l := 0; l < w.c.Layers; l++ {
+		c.k = append(c.k, make([]float32, capacity*w.c.Dim))
+		c.v = append(c.v, make([]float32, capacity*w.c.Dim))
 	}
-	idx := make([]int, len(logp))
-	for i := range idx {
-		idx[i] = i
+	if w.c.CopyDim > 0 {
+		c.ck = make([]float32, capacity*w.c.CopyDim)
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return logp[idx[a]] > logp[idx[b]] })
-	if o.TopK > 0 && o.TopK < len(idx) {
-		idx = idx[:o.TopK]
-	}
-	p := make([]float64, len(idx))
-	mx := float64(logp[idx[0]]) / o.Temperature
-	var z float64
-	for i, t := range idx {
-		p[i] = math.Exp(float64(logp[t])/o.Temperature - mx)
-		z += p[i]
-	}
-	for i := range p {
-		p[i] /= z
-	}
-	if o.TopP > 0 && o.TopP < 1 {
-		var c float64
-		for i := range p {
-			c += p[i]
-			if c >= o.TopP {
-				p, idx = p[:i+1], idx[:i+1]
-				break
-			}
-		}
-		z = 0
-		for _, v := range p {
-			z += v
-		}
-		for i := range p {
-			p[i] /= z
-		}
-	}
-	u := rng.Float64()
-	var c float64
-	for i, v := range p {
-		c += v
-		if u < c {
-			return idx[i]
-		}
-	}
-	return idx[len(idx)-1]
+	return c
 }
 
-// SampleTokenOnePass draws from the same distribution as SampleToken in one
-// pass over the vocabulary when neither top-k nor top-p truncates it, so a
-// 150,000-token vocabulary costs no sort per sampled token; with truncation
-// it is SampleToken. The token a given random number selects differs from
-// SampleToken's (the cumulative sum runs in token order, not in order of
-// probability), so a seed draws other samples than nn.LM.Generate does.
-func SampleTokenOnePass(logp []float32, o GenerateOptions, rng *rand.Rand) int {
-	if o.Temperature == 0 || (o.TopK > 0 && o.TopK < len(logp)) || (o.TopP > 0 && o.TopP < 1) {
-		return SampleToken(logp, o, rng)
-	}
-	mx := float64(logp[0])
-	for _, v := range logp {
-		mx = max(mx, float64(v))
-	}
-	var z float64
-	for _, v := range logp {
-		z += math.Exp((float64(v) - mx) / o.Temperature)
-	}
-	u := rng.Float64() * z
-	var c float64
-	for i, v := range logp {
-		c += math.Exp((float64(v) - mx) / o.Temperature)
-		if u < c {
-			return i
+// Step implements textgen.Decoder. The model has no adapters.
+func (w *lmWeights) Step(batch []textgen.Input, logp []float32) error {
+	groups := make([]group, len(batch))
+	var last []int
+	for i, in := range batch {
+		c := in.Cache.(*lmCache)
+		groups[i] = group{st: c, pos0: len(c.tokens), toks: in.Tokens}
+		c.tokens = append(c.tokens, in.Tokens...)
+		if in.Logits {
+			last = append(last, i)
 		}
 	}
-	return len(logp) - 1
+	out := w.forward(groups)
+	V := w.c.Vocab
+	for k, i := range last {
+		copy(logp[k*V:(k+1)*V], out[i*V:(i+1)*V])
+	}
+	return nil
 }
 
 // group is a run of consecutive tokens of one request starting at pos0.
 type group struct {
-	st   *genState
+	st   *lmCache
 	pos0 int
 	toks []int
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/troupe-ml/troupe/textgen"
 	G "gorgonia.org/gorgonia"
 	ts "gorgonia.org/tensor"
 )
@@ -34,7 +35,7 @@ func TestGenerateLogProbsMatchTraining(t *testing.T) {
 		m := NewLM(store, cfg)
 		roughen(store, 0.3, 2)
 		prompts := [][]int{{1, 2, 3}, {4}, {5, 6, 7, 8, 9, 10, 11}, {22, 0}}
-		gens, err := m.Generate(prompts, GenerateOptions{Temperature: 1, MaxTokens: 12, Seed: 42})
+		gens, err := m.Generate(prompts, textgen.GenerateOptions{Temperature: 1, MaxTokens: 12, Seed: 42})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +74,7 @@ func TestGenerateDeterministicAndStops(t *testing.T) {
 	store := NewStore(3)
 	m := NewLM(store, cfg)
 	roughen(store, 0.5, 4)
-	opts := GenerateOptions{Temperature: 0.8, TopK: 5, TopP: 0.9, MaxTokens: 10, Seed: 9}
+	opts := textgen.GenerateOptions{Temperature: 0.8, TopK: 5, TopP: 0.9, MaxTokens: 10, Seed: 9}
 	a, err := m.Generate([][]int{{1, 2}, {3}}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -87,13 +88,13 @@ func TestGenerateDeterministicAndStops(t *testing.T) {
 		t.Errorf("batched vs single generation differ:\n%s", d)
 	}
 	// Stop at the first token greedy decoding produces.
-	g, _ := m.Generate([][]int{{1, 2}}, GenerateOptions{MaxTokens: 5})
+	g, _ := m.Generate([][]int{{1, 2}}, textgen.GenerateOptions{MaxTokens: 5})
 	first := g[0].Tokens[0]
-	s, _ := m.Generate([][]int{{1, 2}}, GenerateOptions{MaxTokens: 5, StopTokens: []int{first}})
+	s, _ := m.Generate([][]int{{1, 2}}, textgen.GenerateOptions{MaxTokens: 5, StopTokens: []int{first}})
 	if len(s[0].Tokens) != 1 || s[0].FinishReason != "stop" {
 		t.Errorf("stop token: got %v %q", s[0].Tokens, s[0].FinishReason)
 	}
-	seq, _ := m.Generate([][]int{{1, 2}}, GenerateOptions{MaxTokens: 5, StopSequences: [][]int{g[0].Tokens[:2]}})
+	seq, _ := m.Generate([][]int{{1, 2}}, textgen.GenerateOptions{MaxTokens: 5, StopSequences: [][]int{g[0].Tokens[:2]}})
 	if len(seq[0].Tokens) != 2 || seq[0].FinishReason != "stop" {
 		t.Errorf("stop sequence: got %v %q", seq[0].Tokens, seq[0].FinishReason)
 	}

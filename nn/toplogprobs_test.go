@@ -2,12 +2,12 @@ package nn
 
 import (
 	"math"
-	"math/rand/v2"
 	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // TestGenerateTopLogProbs checks Generation.TopLogProbs against the full
@@ -22,7 +22,7 @@ func TestGenerateTopLogProbs(t *testing.T) {
 	m := NewLM(store, cfg)
 	roughen(store, 0.3, 6)
 	prompts := [][]int{{1, 2, 3}, {4}}
-	gens, err := m.Generate(prompts, GenerateOptions{Temperature: 1.7, TopK: 12, MaxTokens: 6, Seed: 3, TopLogProbs: N})
+	gens, err := m.Generate(prompts, textgen.GenerateOptions{Temperature: 1.7, TopK: 12, MaxTokens: 6, Seed: 3, TopLogProbs: N})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +43,10 @@ func TestGenerateTopLogProbs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref := make([]TokenLogProb, V)
+			ref := make([]textgen.TokenLogProb, V)
 			var z float64
 			for v := range ref {
-				ref[v] = TokenLogProb{Token: v, LogProb: lp[v][0]}
+				ref[v] = textgen.TokenLogProb{Token: v, LogProb: lp[v][0]}
 				z += math.Exp(float64(lp[v][0]))
 			}
 			if math.Abs(z-1) > 1e-4 {
@@ -108,51 +108,15 @@ func TestGenerateTopLogProbs(t *testing.T) {
 	t.Logf("sampled tokens in top %d: %d, outside: %d", N, inTop, notInTop)
 
 	// Off by default; capped at MaxTopLogProbs; negative rejected.
-	g0, _ := m.Generate(prompts[:1], GenerateOptions{MaxTokens: 2})
+	g0, _ := m.Generate(prompts[:1], textgen.GenerateOptions{MaxTokens: 2})
 	if g0[0].TopLogProbs != nil {
 		t.Error("TopLogProbs returned without being asked for")
 	}
-	g1, err := m.Generate(prompts[:1], GenerateOptions{MaxTokens: 2, TopLogProbs: 50})
-	if err != nil || len(g1[0].TopLogProbs[0]) != MaxTopLogProbs {
-		t.Errorf("TopLogProbs 50: err %v, got %d alternatives, want %d", err, len(g1[0].TopLogProbs[0]), MaxTopLogProbs)
+	g1, err := m.Generate(prompts[:1], textgen.GenerateOptions{MaxTokens: 2, TopLogProbs: 50})
+	if err != nil || len(g1[0].TopLogProbs[0]) != textgen.MaxTopLogProbs {
+		t.Errorf("TopLogProbs 50: err %v, got %d alternatives, want %d", err, len(g1[0].TopLogProbs[0]), textgen.MaxTopLogProbs)
 	}
-	if _, err := m.Generate(prompts[:1], GenerateOptions{TopLogProbs: -1}); err == nil {
+	if _, err := m.Generate(prompts[:1], textgen.GenerateOptions{TopLogProbs: -1}); err == nil {
 		t.Error("negative TopLogProbs accepted")
-	}
-}
-
-func TestTopLogProbsTies(t *testing.T) {
-	got := TopLogProbs([]float32{-1, -3, -1, -0.5, -3, -2}, 4)
-	want := []TokenLogProb{{3, -0.5}, {0, -1}, {2, -1}, {5, -2}}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
-	}
-}
-
-// TestSampleTokenOnePass: the one-pass sampler draws from softmax(logp/T):
-// empirical frequencies over many draws match the probabilities.
-func TestSampleTokenOnePass(t *testing.T) {
-	logp := []float32{-0.5, -2, -1.2, -4, -0.9}
-	const temp = 0.7
-	want := make([]float64, len(logp))
-	var z float64
-	for i, v := range logp {
-		want[i] = math.Exp(float64(v) / temp)
-		z += want[i]
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	const n = 200000
-	got := make([]float64, len(logp))
-	for i := 0; i < n; i++ {
-		got[SampleTokenOnePass(logp, GenerateOptions{Temperature: temp}, rng)]++
-	}
-	for i := range got {
-		p := want[i] / z
-		if d := math.Abs(got[i]/n - p); d > 4*math.Sqrt(p*(1-p)/n) {
-			t.Errorf("token %d drawn %.4f of the time, want %.4f", i, got[i]/n, p)
-		}
-	}
-	if SampleTokenOnePass(logp, GenerateOptions{}, rng) != 0 {
-		t.Error("temperature 0 does not take the argmax")
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // claimEnd claims a train episode for client, makes one completion and
@@ -44,7 +47,7 @@ func agree(t *testing.T, u, client string) map[string]any {
 func TestAgreeSyncWeight(t *testing.T) {
 	for _, method := range []string{CollectAnyAgree, CollectAllAgree} {
 		t.Run(method, func(t *testing.T) {
-			m, _ := NewPresetModel("tiny")
+			m, _ := tabular.NewPreset("tiny")
 			tc := testTrainConfig(100, 1) // batch size must not matter
 			tc.CollectionMethod = method
 			const minSync = 300 * time.Millisecond
@@ -101,7 +104,7 @@ func TestAgreeSyncWeight(t *testing.T) {
 		})
 	}
 	// the vote is refused under a batch-size collection method
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	ts := startServer(t, m, testTrainConfig(4, 4), nil)
 	claimEnd(t, ts.ts.URL, "a", "t", "1")
 	if r := agree(t, ts.ts.URL, "a"); r["success"] != false || !strings.Contains(r["failure_reason"].(string), CollectAnyAgree) {
@@ -113,7 +116,7 @@ func TestAgreeSyncWeight(t *testing.T) {
 // the finished ones for the next start; Close counts and reports the ones
 // it cannot keep.
 func TestStopKeepsBufferedEpisodes(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	ts := startServer(t, m, testTrainConfig(4, 4), nil)
 	u := ts.ts.URL
 	claimEnd(t, u, "a", "t1", "1")
@@ -144,7 +147,7 @@ func TestStopKeepsBufferedEpisodes(t *testing.T) {
 // curves, and /get_server_experiment_dir names the directory.
 func TestTrainStepObservability(t *testing.T) {
 	dir := t.TempDir()
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	var mu sync.Mutex
 	var steps []TrainStep
 	ts := startServer(t, m, testTrainConfig(1, 2), func(c *ServerConfig) {
@@ -155,7 +158,7 @@ func TestTrainStepObservability(t *testing.T) {
 	rewards := [][2]string{{"1", "0"}, {"0.5", "0.25"}}
 	for i, rs := range rewards {
 		for _, r := range rs {
-			ep, err := ts.cli.BeginEpisode(ctxT(t), BeginOptions{})
+			ep, err := ts.cli.BeginEpisode(ctxT(t), client.BeginOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

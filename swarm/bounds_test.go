@@ -1,18 +1,23 @@
 package swarm
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // TestChatWorkBounds: a request cannot ask for more than MaxRequestTokens
 // sampled tokens (n × max_tokens, 400 naming the field); without
 // max_tokens, n choices share that budget.
 func TestChatWorkBounds(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	ts := startServer(t, m, testTrainConfig(64, 1), func(c *ServerConfig) { c.MaxRequestTokens = 64 })
 	ctx := ctxT(t)
-	ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+	ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,17 +62,17 @@ func TestChatWorkBounds(t *testing.T) {
 // completion that could pass it gets 429 before anything is generated,
 // and the episode still ends normally.
 func TestEpisodeTokenBudget(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	const limit = 200
 	ts := startServer(t, m, testTrainConfig(64, 1), func(c *ServerConfig) { c.MaxEpisodeTokens = limit })
 	ctx := ctxT(t)
-	ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+	ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	url, hdr := ep.BaseURL+"/chat/completions", sdkHeaders(ep.APIKey)
 	body := `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 40}`
-	prompt, _ := m.ChatPrompt([]Message{{Role: "user", Content: "hi"}})
+	prompt, _ := m.ChatPrompt(context.Background(), []api.Message{{Role: "user", Content: "hi"}}, nil)
 	recorded, ok := 0, 0
 	for i := 0; i < 10; i++ {
 		code, r := rawPost(t, url, body, hdr)
@@ -91,7 +96,7 @@ func TestEpisodeTokenBudget(t *testing.T) {
 		t.Fatalf("%d completions, %d tokens recorded (limit %d)", ok, recorded, limit)
 	}
 	ts.s.mu.Lock()
-	got := ts.s.episodes[ep.ID].tokens
+	got := ts.s.eps.open[ep.ID].tokens
 	ts.s.mu.Unlock()
 	if got != recorded {
 		t.Fatalf("episode counts %d tokens, responses reported %d", got, recorded)
@@ -99,65 +104,9 @@ func TestEpisodeTokenBudget(t *testing.T) {
 	if code, _ := rawPost(t, url, body, hdr); code != 429 {
 		t.Fatalf("after the budget: %d, want 429", code)
 	}
-	if err := ts.cli.EndEpisode(ctx, ep, "t", WorkflowResult{Reward: 1}); err != nil {
+	if err := ts.cli.EndEpisode(ctx, ep, "t", client.WorkflowResult{Reward: 1}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // TestStopFunc checks the stop test on tokens of several bytes: a stop
-// sequence inside one long token, one spanning tokens, special tokens.
-func TestStopFunc(t *testing.T) {
-	vocab := map[int]string{
-		0: "aa" + "STOP" + strings.Repeat("b", 40), // long token with a stop near its start
-		1: "xxST", 2: "OPyy", 3: "", 4: "S", 5: "T", 6: "O", 7: "P",
-	}
-	tb := func(t int) []byte {
-		if t == 3 {
-			return nil
-		}
-		return []byte(vocab[t])
-	}
-	cases := []struct {
-		toks  []int
-		stops []string
-		at    int // index of the token that stops; -1: none
-	}{
-		{[]int{0}, []string{"STOP"}, 0},
-		{[]int{1, 2}, []string{"STOP"}, 1},
-		{[]int{4, 5, 3, 6, 7}, []string{"STOP"}, 4},
-		{[]int{4, 5, 3, 6, 1}, []string{"STOP"}, -1},
-		{[]int{1, 1, 1, 2}, []string{"zz", "TOPy"}, 3},
-		{[]int{4, 4, 4, 4, 4, 4, 5}, []string{"ST"}, 6},
-		{[]int{0, 1}, []string{"bx"}, 1},
-	}
-	for _, c := range cases {
-		stop := stopFunc(tb, 2, c.stops)
-		got := -1
-		for k := range c.toks {
-			if stop(1, c.toks[:k+1]) {
-				got = k
-				break
-			}
-		}
-		if got != c.at {
-			t.Errorf("tokens %v, stops %q: stopped at %d, want %d", c.toks, c.stops, got, c.at)
-		}
-	}
-	// a long run of tokens without a stop keeps its memory bounded and
-	// still finds a stop that spans the trimmed boundary
-	stop := stopFunc(tb, 1, []string{"bbxxSTOP"})
-	toks := []int{}
-	for k := 0; k < 200; k++ {
-		toks = append(toks, 0)
-		if stop(0, toks) {
-			t.Fatalf("stopped at %d", k)
-		}
-	}
-	toks = append(toks, 1)
-	if stop(0, toks) {
-		t.Fatal("stopped on a proper prefix of the stop sequence")
-	}
-	if !stop(0, append(toks, 2)) {
-		t.Fatal("missed a stop sequence spanning three tokens after a long run")
-	}
-}

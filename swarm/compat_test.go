@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // rawPost sends body verbatim with the given headers and decodes the JSON answer.
@@ -79,7 +82,7 @@ func agentJetBaseURL(serverURL, openaiBaseURL string) string {
 }
 
 func testAgentJetCompat(t *testing.T, token string) {
-	m, _ := NewPresetModel("small")
+	m, _ := tabular.NewPreset("small")
 	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(1, 2), Logger: quietLog, AdminToken: token})
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +343,7 @@ func readSSE(t *testing.T, url, body string, hdr map[string]string) (string, boo
 		if done {
 			t.Fatal("data after [DONE]")
 		}
-		var ch ChatChunk
+		var ch api.ChatChunk
 		if err := json.Unmarshal([]byte(data), &ch); err != nil {
 			t.Fatalf("chunk %q: %v", data, err)
 		}

@@ -14,14 +14,18 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/bus"
+	"github.com/troupe-ml/troupe/openai"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // fuzzServer is a rolling server with one open episode. Fuzz targets call
 // s.mux directly, without the recover middleware, so any panic in a
 // handler fails the fuzz run.
 func fuzzServer(f *testing.F) (*Server, string, string, string) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	tc := testTrainConfig(1, 1)
 	tc.MaxOpenEpisodes = 512
 	tc.MaxResponseTokens = 16
@@ -113,7 +117,7 @@ func FuzzSwarmEndpoints(f *testing.F) {
 // token prefix, through the token-prefix layer and the router (without the
 // recover middleware): JSON answers, no 5xx, and the token never echoed.
 func FuzzRoutes(f *testing.F) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	const tok = "fuzz-admin-token"
 	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(1, 1), Logger: quietLog, AdminToken: tok})
 	if err != nil {
@@ -192,7 +196,7 @@ func FuzzChatCompletions(f *testing.F) {
 		// keep the episode under its completion and token limits so that
 		// every input reaches parsing and generation
 		s.mu.Lock()
-		if ep := s.episodes[id]; ep != nil {
+		if ep := s.eps.open[id]; ep != nil {
 			ep.calls, ep.tokens, ep.samples = 0, 0, nil
 		}
 		s.mu.Unlock()
@@ -204,12 +208,12 @@ func FuzzChatCompletions(f *testing.F) {
 // the prompt, so that the fuzzer reaches the tool paths.
 type toolTemplate struct{ Model }
 
-func (m toolTemplate) ChatPromptTools(msgs []Message, tools []Tool) ([]int, error) {
-	msgs = foldToolCalls(msgs)
+func (m toolTemplate) ChatPrompt(ctx context.Context, msgs []api.Message, tools []api.Tool) ([]int, error) {
+	msgs = openai.FoldToolCalls(msgs)
 	for _, t := range tools {
-		msgs = append([]Message{{Role: "system", Content: "tool " + t.Function.Name + " " + string(t.Function.Parameters)}}, msgs...)
+		msgs = append([]api.Message{{Role: "system", Content: "tool " + t.Function.Name + " " + string(t.Function.Parameters)}}, msgs...)
 	}
-	return m.ChatPrompt(msgs)
+	return m.Model.ChatPrompt(ctx, msgs, nil)
 }
 
 // FuzzToolStream generates arbitrary answers (tool markup included) and
@@ -245,7 +249,7 @@ func FuzzToolStream(f *testing.F) {
 		m.script = script
 		m.mu.Unlock()
 		s.mu.Lock()
-		if ep := s.episodes[id]; ep != nil {
+		if ep := s.eps.open[id]; ep != nil {
 			ep.calls, ep.tokens, ep.samples = 0, 0, nil
 		}
 		s.mu.Unlock()
@@ -255,20 +259,20 @@ func FuzzToolStream(f *testing.F) {
 		if rec.Code != 200 {
 			return // a stop the API refuses
 		}
-		var resp ChatResponse
+		var resp api.ChatResponse
 		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 			t.Fatal(err)
 		}
 		rec = serveNoRecover(t, s, "POST", "/v1/chat/completions", []byte(body+`, "stream": true}`), hdr)
 		var content strings.Builder
-		var calls []ChatToolCall
+		var calls []api.ToolCall
 		finish := ""
 		for _, line := range strings.Split(rec.Body.String(), "\n") {
 			data, ok := strings.CutPrefix(line, "data: ")
 			if !ok || data == "[DONE]" {
 				continue
 			}
-			var ch ChatChunk
+			var ch api.ChatChunk
 			if err := json.Unmarshal([]byte(data), &ch); err != nil {
 				t.Fatalf("chunk %q: %v", data, err)
 			}
@@ -329,13 +333,13 @@ func FuzzTrainConfigYAML(f *testing.F) {
 
 // FuzzCheckpointLoad feeds arbitrary bytes to the checkpoint loader.
 func FuzzCheckpointLoad(f *testing.F) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	var buf bytes.Buffer
 	m.Save(&buf)
 	f.Add(buf.Bytes())
 	f.Add([]byte("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":{}}        "))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m2, _ := NewPresetModel("tiny")
+		m2, _ := tabular.NewPreset("tiny")
 		m2.Load(bytes.NewReader(data))
 	})
 }
@@ -351,7 +355,7 @@ func journalServer(f *testing.F) *Server {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { b.Close() }) // after the server's Close (cleanups run last first)
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	tc := testTrainConfig(1, 1)
 	tc.MaxOpenEpisodes = 512
 	tc.MaxResponseTokens = 16
@@ -413,7 +417,7 @@ func FuzzEndEpisodeJournal(f *testing.F) {
 	chat := []byte(`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}`)
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		s.mu.Lock()
-		_, open := s.episodes[id]
+		_, open := s.eps.open[id]
 		s.mu.Unlock()
 		if !open {
 			if s.OpenEpisodes() > 256 {
@@ -461,7 +465,7 @@ func FuzzJournalMessages(f *testing.F) {
 	n := 0
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n++
-		var je JournaledEpisode
+		var je api.EpisodeRecord
 		// An episode the consumer takes: decodable, with an id and a reward
 		// end_episode would have accepted (finite, |r| ≤ MaxAbsReward).
 		valid := json.Unmarshal(data, &je) == nil && je.ID != "" && math.Abs(je.Reward) <= s.cfg.MaxAbsReward
@@ -495,7 +499,7 @@ func FuzzJournalMessages(f *testing.F) {
 // endpoints: no panic, and neither an id nor engine control without the
 // token.
 func FuzzAdminHeaders(f *testing.F) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	const tok = "fuzz-admin-token"
 	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(4, 4), Logger: quietLog, AdminToken: tok})
 	if err != nil {
@@ -548,7 +552,7 @@ func FuzzAdminHeaders(f *testing.F) {
 			s.Start()
 		}
 		s.mu.Lock()
-		_, open := s.episodes[id]
+		_, open := s.eps.open[id]
 		s.mu.Unlock()
 		if !open {
 			if nid, _ := fuzzClaim(s); nid != "" {

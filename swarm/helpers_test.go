@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/troupe-ml/troupe/swarm/client"
 )
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -15,7 +17,7 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 type testServer struct {
 	s   *Server
 	ts  *httptest.Server
-	cli *Client
+	cli *client.Client
 }
 
 // startServer starts a rolling server over model with train config tc.
@@ -34,8 +36,8 @@ func startServer(t testing.TB, model Model, tc TrainConfig, mod func(*ServerConf
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { ts.Close(); s.Close() })
-	cli := NewClient(ts.URL)
-	cli.Backoff = Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}
+	cli := client.New(ts.URL)
+	cli.Backoff = client.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}
 	return &testServer{s: s, ts: ts, cli: cli}
 }
 
@@ -68,3 +70,12 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 type httpTestServer = httptest.Server
 
 func newHTTPTestServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
+
+// tokenText is the bytes of tokens without special tokens.
+func tokenText(m Model, toks []int) []byte {
+	var b []byte
+	for _, t := range toks {
+		b = append(b, m.TokenBytes(t)...)
+	}
+	return b
+}

@@ -1,7 +1,6 @@
 package swarm
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,8 +13,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/bus"
-	"github.com/troupe-ml/troupe/rl"
 )
 
 // The episode journal: every finished train episode is published to a
@@ -44,7 +44,9 @@ const JournalFile = "journal.json"
 // config a client synced, so that a restart resumes with it.
 const TrainConfigFile = "train_config.yaml"
 
-const trainerConsumer = "trainer"
+// TrainerConsumer is the durable consumer through which a model's trainer
+// reads its episode stream.
+const TrainerConsumer = "trainer"
 
 // EpisodeStream is the name of a model's episode stream.
 func EpisodeStream(model string) string { return "TROUPE_EPISODES_" + bus.Subject(model) }
@@ -52,16 +54,8 @@ func EpisodeStream(model string) string { return "TROUPE_EPISODES_" + bus.Subjec
 // EpisodeSubject is the subject a model's finished episodes are published on.
 func EpisodeSubject(model string) string { return "troupe.episodes." + bus.Subject(model) }
 
-// JournaledEpisode is a finished episode as the journal stores it (JSON).
-type JournaledEpisode struct {
-	ID         string      `json:"id"`
-	TaskID     string      `json:"task_id"`
-	Client     string      `json:"client"`
-	Reward     float64     `json:"reward"`
-	MinVersion int64       `json:"min_version"`
-	Samples    []rl.Sample `json:"samples"`
-}
-
+// journal is a model's episode stream and what this process knows of its
+// messages. Its maps are guarded by the server's mutex.
 type journal struct {
 	js       jetstream.JetStream
 	stream   jetstream.Stream
@@ -70,6 +64,11 @@ type journal struct {
 	consume  jetstream.ConsumeContext
 	consumer *jetstream.ConsumerConfig // as created, for updates
 	replicas int
+
+	seqs       map[uint64]*jentry       // journaled episodes not acknowledged yet, by stream sequence
+	trained    map[uint64]bool          // sequences the loaded checkpoint already trained (JournalFile)
+	publishing map[string]bool          // episode ids whose end_episode is publishing
+	early      map[string]jetstream.Msg // delivered while their end_episode was publishing
 }
 
 // jentry is a journaled episode the trainer has not acknowledged yet.
@@ -90,13 +89,14 @@ func JournalStreamConfig(model string, replicas int) jetstream.StreamConfig {
 		Subjects:    []string{EpisodeSubject(model)},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(1, replicas),
+		Replicas:    replicas,
 		Duplicates:  10 * time.Minute,
 	}
 }
 
 func openJournal(ctx context.Context, js jetstream.JetStream, model string, replicas int, timeout time.Duration) (*journal, error) {
-	j := &journal{js: js, subject: EpisodeSubject(model), timeout: timeout, replicas: max(1, replicas)}
+	j := &journal{js: js, subject: EpisodeSubject(model), timeout: timeout, replicas: replicas,
+		seqs: map[uint64]*jentry{}, trained: map[uint64]bool{}, publishing: map[string]bool{}, early: map[string]jetstream.Msg{}}
 	cfg := JournalStreamConfig(model, replicas)
 	st, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
@@ -108,7 +108,7 @@ func openJournal(ctx context.Context, js jetstream.JetStream, model string, repl
 
 // publish journals a finished episode and returns its stream sequence.
 func (j *journal) publish(fe *finishedEpisode) (uint64, error) {
-	body, err := json.Marshal(JournaledEpisode{ID: fe.id, TaskID: fe.taskID, Client: fe.client, Reward: fe.reward, MinVersion: fe.minVersion, Samples: fe.samples})
+	body, err := json.Marshal(api.EpisodeRecord{ID: fe.id, TaskID: fe.taskID, Client: fe.client, Reward: fe.reward, MinVersion: fe.minVersion, Samples: fe.samples})
 	if err != nil {
 		return 0, fmt.Errorf("encode episode %s: %w", fe.id, err)
 	}
@@ -121,17 +121,37 @@ func (j *journal) publish(fe *finishedEpisode) (uint64, error) {
 	return ack.Sequence, nil
 }
 
+// track records an episode this process journaled, with the message the
+// consumer delivered early if it did; false when the sequence is known
+// already (a retried end whose first publish timed out but was stored).
+func (j *journal) track(fe *finishedEpisode) bool {
+	if j.seqs[fe.seq] != nil {
+		return false
+	}
+	e := &jentry{fe: fe, trained: -1}
+	if m := j.early[fe.id]; m != nil {
+		e.msg = m
+		delete(j.early, fe.id)
+	}
+	j.seqs[fe.seq] = e
+	return true
+}
+
+// forget drops what this process knows of a sequence (a rollout
+// front-end's episode, which the trainer acknowledges).
+func (j *journal) forget(seq uint64) { delete(j.seqs, seq) }
+
 // startConsumer recreates the trainer's consumer, so that every episode
 // still in the stream (none acknowledged) is delivered again, and starts
 // delivering to s.journaled.
 func (s *Server) startConsumer(ctx context.Context) error {
 	j := s.jr
 	name := j.stream.CachedInfo().Config.Name
-	if err := j.stream.DeleteConsumer(ctx, trainerConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("swarm: reset consumer %s on %s: %w", trainerConsumer, name, err)
+	if err := j.stream.DeleteConsumer(ctx, TrainerConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("swarm: reset consumer %s on %s: %w", TrainerConsumer, name, err)
 	}
 	ccfg := jetstream.ConsumerConfig{
-		Durable:       trainerConsumer,
+		Durable:       TrainerConsumer,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		// Episodes wait for a batch and a checkpoint for as long as it
@@ -143,7 +163,7 @@ func (s *Server) startConsumer(ctx context.Context) error {
 	}
 	c, err := j.stream.CreateConsumer(ctx, ccfg)
 	if err != nil {
-		return fmt.Errorf("swarm: consumer %s on %s: %w", trainerConsumer, name, err)
+		return fmt.Errorf("swarm: consumer %s on %s: %w", TrainerConsumer, name, err)
 	}
 	cc, err := c.Consume(s.journaled, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		s.log.Warn("episode journal consumer", "err", err)
@@ -168,33 +188,33 @@ func (s *Server) journaled(msg jetstream.Msg) {
 	seq := md.Sequence.Stream
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.jseq[seq]; e != nil {
+	if e := s.jr.seqs[seq]; e != nil {
 		e.msg = msg
 		if e.ackNow {
 			s.ackLocked(seq, e)
 		}
 		return
 	}
-	if s.jtrained[seq] {
-		delete(s.jtrained, seq)
+	if s.jr.trained[seq] {
+		delete(s.jr.trained, seq)
 		s.doAck(msg, seq)
 		return
 	}
-	var je JournaledEpisode
+	var je api.EpisodeRecord
 	if err := json.Unmarshal(msg.Data(), &je); err != nil || je.ID == "" || !finite(je.Reward) || math.Abs(je.Reward) > s.cfg.MaxAbsReward {
 		s.log.Error("episode journal: undecodable episode dropped", "seq", seq, "err", err)
 		s.m.dropped.WithLabelValues("undecodable").Inc()
 		s.doAck(msg, seq)
 		return
 	}
-	if s.publishing[je.ID] {
+	if s.jr.publishing[je.ID] {
 		// Delivered before this process's own publish returned: the
 		// end_episode handler takes it from here.
-		s.early[je.ID] = msg
+		s.jr.early[je.ID] = msg
 		return
 	}
 	fe := &finishedEpisode{id: je.ID, taskID: je.TaskID, client: je.Client, reward: je.Reward, samples: je.Samples, minVersion: je.MinVersion, seq: seq}
-	s.jseq[seq] = &jentry{fe: fe, msg: msg, trained: -1}
+	s.jr.seqs[seq] = &jentry{fe: fe, msg: msg, trained: -1}
 	s.acct.Recovered++
 	s.acct.RecoveredRewardSum += fe.reward
 	s.m.recovered.Inc()
@@ -209,7 +229,7 @@ func (s *Server) markDoneLocked(fe *finishedEpisode, step int64) {
 	if s.jr == nil || fe.seq == 0 {
 		return
 	}
-	e := s.jseq[fe.seq]
+	e := s.jr.seqs[fe.seq]
 	if e == nil {
 		return
 	}
@@ -227,7 +247,7 @@ func (s *Server) markDoneLocked(fe *finishedEpisode, step int64) {
 // checkpointedLocked acknowledges the episodes trained at or before step,
 // which a checkpoint now holds.
 func (s *Server) checkpointedLocked(step int64) {
-	for seq, e := range s.jseq {
+	for seq, e := range s.jr.seqs {
 		if e.trained >= 0 && e.trained <= step {
 			e.ackNow = true
 			if e.msg != nil {
@@ -241,14 +261,14 @@ func (s *Server) checkpointedLocked(step int64) {
 // step, for JournalFile.
 func (s *Server) trainedSeqsLocked(step int64) []uint64 {
 	var out []uint64
-	for seq, e := range s.jseq {
+	for seq, e := range s.jr.seqs {
 		if e.trained >= 0 && e.trained <= step {
 			out = append(out, seq)
 		}
 	}
 	// Those the loaded checkpoint trained and the consumer has not
 	// delivered again yet: a new record must not forget them.
-	for seq := range s.jtrained {
+	for seq := range s.jr.trained {
 		out = append(out, seq)
 	}
 	slices.Sort(out)
@@ -256,7 +276,7 @@ func (s *Server) trainedSeqsLocked(step int64) []uint64 {
 }
 
 func (s *Server) ackLocked(seq uint64, e *jentry) {
-	delete(s.jseq, seq)
+	delete(s.jr.seqs, seq)
 	s.doAck(e.msg, seq)
 }
 
@@ -293,7 +313,7 @@ func (s *Server) loadJournalRecord(step int64) error {
 	}
 	s.mu.Lock()
 	for _, q := range rec.Seqs {
-		s.jtrained[q] = true
+		s.jr.trained[q] = true
 	}
 	s.mu.Unlock()
 	return nil
@@ -328,9 +348,6 @@ func bytesWriter(b []byte) func(io.Writer) error {
 	return func(w io.Writer) error { _, err := w.Write(b); return err }
 }
 
-// journalTimeout bounds one publish (5 s when zero).
-func (c *ServerConfig) journalTimeout() time.Duration { return cmp.Or(c.JournalTimeout, 5*time.Second) }
-
 // TrainConfigBucket is the JetStream key-value bucket that keeps the
 // training config a client synced (key: the journal's name), for a server
 // with JetStream but no CheckpointDir.
@@ -355,7 +372,7 @@ func (s *Server) loadTrainConfig() error {
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.journalTimeout())
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.JournalTimeout)
 		e, err := kv.Get(ctx, bus.Subject(s.journalName()))
 		cancel()
 		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -379,10 +396,10 @@ func (s *Server) loadTrainConfig() error {
 }
 
 func (s *Server) configBucket() (jetstream.KeyValue, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*s.cfg.journalTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), 4*s.cfg.JournalTimeout)
 	defer cancel()
 	kv, err := s.cfg.JetStream.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: TrainConfigBucket,
-		Description: "training configs synced by clients", Storage: jetstream.FileStorage, Replicas: max(1, s.cfg.JournalReplicas)})
+		Description: "training configs synced by clients", Storage: jetstream.FileStorage, Replicas: s.cfg.JournalReplicas})
 	if err != nil {
 		return nil, fmt.Errorf("swarm: %s bucket: %w", TrainConfigBucket, err)
 	}
@@ -405,7 +422,7 @@ func (s *Server) saveTrainConfig(yaml string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.journalTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.JournalTimeout)
 	defer cancel()
 	if _, err := kv.Put(ctx, bus.Subject(s.journalName()), []byte(yaml)); err != nil {
 		return fmt.Errorf("swarm: persist training config: %w", err)

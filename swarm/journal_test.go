@@ -7,22 +7,25 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // finish claims, chats once and ends a train episode through the client.
 func finish(t *testing.T, ts *testServer, task string, reward float64) {
 	t.Helper()
 	ctx := ctxT(t)
-	ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{TaskID: task})
+	ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{TaskID: task})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ep.Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: task}}, MaxTokens: 3}); err != nil {
+	if _, err := ep.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: task}}, MaxTokens: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.cli.EndEpisode(ctx, ep, task, WorkflowResult{Reward: reward}); err != nil {
+	if err := ts.cli.EndEpisode(ctx, ep, task, client.WorkflowResult{Reward: reward}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -41,7 +44,7 @@ func TestJournalKeepsBufferedAcrossClose(t *testing.T) {
 	}
 	defer b.Close()
 	mk := func() *testServer {
-		m, err := NewPresetModel("tiny")
+		m, err := tabular.NewPreset("tiny")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +93,7 @@ func TestJournalKeepsBufferedAcrossClose(t *testing.T) {
 // TestJournalRoleNeedsJetStream: the split roles refuse to start without
 // a journal.
 func TestJournalRoleNeedsJetStream(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	for _, role := range []string{RoleRollout, RoleTrain, "both"} {
 		if _, err := NewServer(ServerConfig{Model: m, Role: role, Logger: quietLog}); err == nil {
 			t.Errorf("role %q without JetStream: no error", role)
@@ -117,7 +120,7 @@ func TestJournalSkipsCheckpointedEpisodes(t *testing.T) {
 		}
 		var seqs []uint64
 		for i := range 4 {
-			body, _ := json.Marshal(JournaledEpisode{ID: string(rune('a' + i)), TaskID: "t", Reward: float64(i), MinVersion: -1})
+			body, _ := json.Marshal(api.EpisodeRecord{ID: string(rune('a' + i)), TaskID: "t", Reward: float64(i), MinVersion: -1})
 			ack, err := js.Publish(ctx, EpisodeSubject("tiny"), body)
 			if err != nil {
 				t.Fatal(err)
@@ -125,7 +128,7 @@ func TestJournalSkipsCheckpointedEpisodes(t *testing.T) {
 			seqs = append(seqs, ack.Sequence)
 		}
 		// The checkpoint of step 1 (a model trained once) and its record.
-		m, _ := NewPresetModel("tiny")
+		m, _ := tabular.NewPreset("tiny")
 		batch := []rl.Sample{
 			{TaskID: "t", Prompt: []int{'h', 'i'}, Actions: []int{'a', 'b'}, LogProbs: []float32{-5, -5}, Reward: 1},
 			{TaskID: "t", Prompt: []int{'h', 'i'}, Actions: []int{'c', 'd'}, LogProbs: []float32{-5, -5}, Reward: 0},
@@ -149,7 +152,7 @@ func TestJournalSkipsCheckpointedEpisodes(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, JournalFile), raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m2, _ := NewPresetModel("tiny")
+		m2, _ := tabular.NewPreset("tiny")
 		ts := startServer(t, m2, testTrainConfig(4, 1), func(c *ServerConfig) { c.JetStream, c.CheckpointDir = js, dir })
 		want := 0
 		if !landed {

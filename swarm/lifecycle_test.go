@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,12 +15,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/internal/ids"
+	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
-func chatOnce(t *testing.T, ep *Episode) {
+func chatOnce(t *testing.T, ep *client.Episode) {
 	t.Helper()
-	if _, err := ep.Chat().Create(context.Background(), ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 4}); err != nil {
+	if _, err := ep.Chat().Create(context.Background(), api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "x"}}, MaxTokens: 4}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -31,7 +36,7 @@ func endRaw(t *testing.T, u, client, ep, task, reward string) (int, map[string]a
 }
 
 func httpStatus(err error) int {
-	var he *HTTPError
+	var he *client.HTTPError
 	if errors.As(err, &he) {
 		return he.Status
 	}
@@ -39,13 +44,13 @@ func httpStatus(err error) int {
 }
 
 func TestEpisodeFaults(t *testing.T) {
-	m, _ := NewPresetModel("small")
+	m, _ := tabular.NewPreset("small")
 	ts := startServer(t, m, testTrainConfig(4, 4), nil)
 	ctx := ctxT(t)
 	c := ts.cli
 	u := ts.ts.URL
 
-	ep, err := c.BeginEpisode(ctx, BeginOptions{})
+	ep, err := c.BeginEpisode(ctx, client.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +81,11 @@ func TestEpisodeFaults(t *testing.T) {
 		t.Errorf("foreign abort: %d, want 403", code)
 	}
 	// unknown episode
-	if code, _ := endRaw(t, u, c.ClientUUID, newUUID(), "t", "1"); code != http.StatusNotFound {
+	if code, _ := endRaw(t, u, c.ClientUUID, ids.UUID(), "t", "1"); code != http.StatusNotFound {
 		t.Errorf("unknown end: %d, want 404", code)
 	}
 	// the real end, then a duplicate
-	if err := c.EndEpisode(ctx, ep, "t", WorkflowResult{Reward: 0.5}); err != nil {
+	if err := c.EndEpisode(ctx, ep, "t", client.WorkflowResult{Reward: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	before := ts.s.Accounting()
@@ -92,7 +97,7 @@ func TestEpisodeFaults(t *testing.T) {
 	}
 
 	// abort discards the samples
-	ep2, _ := c.BeginEpisode(ctx, BeginOptions{})
+	ep2, _ := c.BeginEpisode(ctx, client.BeginOptions{})
 	chatOnce(t, ep2)
 	if err := c.AbortEpisode(ctx, ep2); err != nil {
 		t.Fatal(err)
@@ -108,13 +113,13 @@ func TestEpisodeFaults(t *testing.T) {
 	}
 
 	// idle episodes are reclaimed; a late end gets 410 and its key is dead
-	ep3, _ := c.BeginEpisode(ctx, BeginOptions{DiscardTimeout: 1500 * time.Millisecond})
+	ep3, _ := c.BeginEpisode(ctx, client.BeginOptions{DiscardTimeout: 1500 * time.Millisecond})
 	chatOnce(t, ep3)
 	waitFor(t, "reclaim", func() bool { return ts.s.OpenEpisodes() == 0 })
-	if err := c.EndEpisode(ctx, ep3, "t", WorkflowResult{Reward: 1}); httpStatus(err) != http.StatusGone {
+	if err := c.EndEpisode(ctx, ep3, "t", client.WorkflowResult{Reward: 1}); httpStatus(err) != http.StatusGone {
 		t.Errorf("late end: %v, want 410", err)
 	}
-	if _, err := ep3.Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 2}); httpStatus(err) != http.StatusUnauthorized {
+	if _, err := ep3.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "x"}}, MaxTokens: 2}); httpStatus(err) != http.StatusUnauthorized {
 		t.Errorf("chat after reclaim: %v, want 401", err)
 	}
 	if a := ts.s.Accounting(); a.Reclaimed != 1 || a.Buffered != 1 {
@@ -123,11 +128,11 @@ func TestEpisodeFaults(t *testing.T) {
 }
 
 func TestKeySecurity(t *testing.T) {
-	m, _ := NewPresetModel("small")
+	m, _ := tabular.NewPreset("small")
 	ts := startServer(t, m, testTrainConfig(4, 4), nil)
 	ctx := ctxT(t)
-	a, _ := ts.cli.BeginEpisode(ctx, BeginOptions{})
-	b, _ := ts.cli.BeginEpisode(ctx, BeginOptions{})
+	a, _ := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
+	b, _ := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 	_, secret, _ := strings.Cut(strings.TrimPrefix(a.APIKey, keyPrefix), ".")
 	raw, err := base64.RawURLEncoding.DecodeString(secret)
 	if err != nil || len(raw)*8 < 128 {
@@ -138,8 +143,8 @@ func TestKeySecurity(t *testing.T) {
 	}
 	_, secretB, _ := strings.Cut(strings.TrimPrefix(b.APIKey, keyPrefix), ".")
 	for _, key := range []string{"", "sk-nothing", keyPrefix + a.ID, keyPrefix + a.ID + ".", keyPrefix + a.ID + "." + secretB, a.APIKey + "x", strings.ToUpper(a.APIKey)} {
-		cc := &ChatClient{BaseURL: a.BaseURL, APIKey: key, HTTP: http.DefaultClient}
-		if _, err := cc.Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 2}); httpStatus(err) != http.StatusUnauthorized {
+		cc := &client.ChatClient{BaseURL: a.BaseURL, APIKey: key, HTTP: http.DefaultClient}
+		if _, err := cc.Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "x"}}, MaxTokens: 2}); httpStatus(err) != http.StatusUnauthorized {
 			t.Errorf("key %q: %v, want 401", key, err)
 		}
 	}
@@ -147,7 +152,7 @@ func TestKeySecurity(t *testing.T) {
 }
 
 func TestAdminTokenAndLimits(t *testing.T) {
-	m, _ := NewPresetModel("small")
+	m, _ := tabular.NewPreset("small")
 	ts := startServer(t, m, testTrainConfig(4, 4), func(c *ServerConfig) { c.AdminToken = "s3cret"; c.MaxBodyBytes = 4096 })
 	u := ts.ts.URL
 	for _, p := range []string{"/stop_engine", "/start_engine", "/sync_train_config"} {
@@ -189,7 +194,7 @@ func TestAdminTokenAndLimits(t *testing.T) {
 			t.Errorf("claim %s: %d %v, want 400 naming %s", body, code, r, field)
 		}
 	}
-	ep, _ := ts.cli.BeginEpisode(ctxT(t), BeginOptions{})
+	ep, _ := ts.cli.BeginEpisode(ctxT(t), client.BeginOptions{})
 	for body, field := range map[string]string{
 		`{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}`:    "max_tokens",
 		`{"messages": [{"role": "user", "content": "x"}], "temperature": 3}`:   "temperature",
@@ -213,30 +218,30 @@ func TestAdminTokenAndLimits(t *testing.T) {
 }
 
 func TestEvalNeverTrainsAndRules(t *testing.T) {
-	m, _ := NewPresetModel("small")
+	m, _ := tabular.NewPreset("small")
 	tc := testTrainConfig(2, 2)
 	tc.CollectionMethod = CollectNonDummyTasks
 	ts := startServer(t, m, tc, nil)
 	ctx := ctxT(t)
 	sum0 := m.Checksum()
 	run := func(kind, task string, reward float64) {
-		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{Type: kind})
+		ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{Type: kind})
 		if err != nil {
 			t.Fatal(err)
 		}
 		chatOnce(t, ep)
-		if err := ts.cli.EndEpisode(ctx, ep, task, WorkflowResult{Reward: reward}); err != nil {
+		if err := ts.cli.EndEpisode(ctx, ep, task, client.WorkflowResult{Reward: reward}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := 0; i < 20; i++ {
-		run(EpisodeEval, fmt.Sprint("e", i%2), float64(i%3))
+		run(api.EpisodeEval, fmt.Sprint("e", i%2), float64(i%3))
 	}
 	// dummy tasks (equal rewards) do not complete a batch
-	run(EpisodeTrain, "d1", 1)
-	run(EpisodeTrain, "d1", 1)
-	run(EpisodeTrain, "d2", 0)
-	run(EpisodeTrain, "d2", 0)
+	run(api.EpisodeTrain, "d1", 1)
+	run(api.EpisodeTrain, "d1", 1)
+	run(api.EpisodeTrain, "d2", 0)
+	run(api.EpisodeTrain, "d2", 0)
 	time.Sleep(20 * time.Millisecond)
 	if _, _, g := ts.s.Status(); g != 0 || m.Checksum() != sum0 {
 		t.Fatalf("eval or dummy episodes trained the model (step %d)", g)
@@ -244,10 +249,10 @@ func TestEvalNeverTrainsAndRules(t *testing.T) {
 	if a := ts.s.Accounting(); a.Ended != 4 || a.Buffered != 4 {
 		t.Fatalf("accounting %+v", a)
 	}
-	run(EpisodeTrain, "n1", 1)
-	run(EpisodeTrain, "n1", 0)
-	run(EpisodeTrain, "n2", 0.5)
-	run(EpisodeTrain, "n2", 0)
+	run(api.EpisodeTrain, "n1", 1)
+	run(api.EpisodeTrain, "n1", 0)
+	run(api.EpisodeTrain, "n2", 0.5)
+	run(api.EpisodeTrain, "n2", 0)
 	waitFor(t, "step 1", func() bool { _, _, g := ts.s.Status(); return g == 1 })
 	waitFor(t, "rolling", func() bool { st, _, _ := ts.s.Status(); return st == StatusRolling })
 	a := ts.s.Accounting()
@@ -262,27 +267,27 @@ func TestEvalNeverTrainsAndRules(t *testing.T) {
 }
 
 func TestStalenessDropsOldEpisodes(t *testing.T) {
-	m, _ := NewPresetModel("small")
+	m, _ := tabular.NewPreset("small")
 	tc := testTrainConfig(1, 2)
 	tc.MaxStaleness = 0
 	tc.DrainTimeout = 20 * time.Millisecond
 	ts := startServer(t, m, tc, nil)
 	ctx := ctxT(t)
-	old, _ := ts.cli.BeginEpisode(ctx, BeginOptions{})
+	old, _ := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 	chatOnce(t, old) // sampled at version 0
 	for i := 0; i < 2; i++ {
-		ep, _ := ts.cli.BeginEpisode(ctx, BeginOptions{})
+		ep, _ := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 		chatOnce(t, ep)
-		ts.cli.EndEpisode(ctx, ep, "a", WorkflowResult{Reward: float64(i)})
+		ts.cli.EndEpisode(ctx, ep, "a", client.WorkflowResult{Reward: float64(i)})
 	}
 	waitFor(t, "step 1", func() bool { _, _, g := ts.s.Status(); return g == 1 })
 	waitFor(t, "rolling", func() bool { st, _, _ := ts.s.Status(); return st == StatusRolling })
-	if err := ts.cli.EndEpisode(ctx, old, "b", WorkflowResult{Reward: 1}); err != nil {
+	if err := ts.cli.EndEpisode(ctx, old, "b", client.WorkflowResult{Reward: 1}); err != nil {
 		t.Fatal(err)
 	}
-	fresh, _ := ts.cli.BeginEpisode(ctx, BeginOptions{})
+	fresh, _ := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 	chatOnce(t, fresh)
-	ts.cli.EndEpisode(ctx, fresh, "b", WorkflowResult{Reward: 0})
+	ts.cli.EndEpisode(ctx, fresh, "b", client.WorkflowResult{Reward: 0})
 	// task b now has 2 episodes, but one is stale: after dropping it the
 	// rule is no longer met and the model is not trained.
 	waitFor(t, "stale drop", func() bool { return ts.s.Accounting().Dropped == 1 })
@@ -296,20 +301,20 @@ func TestCheckpointResume(t *testing.T) {
 	dir := t.TempDir()
 	tc := testTrainConfig(1, 2)
 	tc.CheckpointEvery = 1
-	m1, _ := NewPresetModel("small")
+	m1, _ := tabular.NewPreset("small")
 	s1, err := NewServer(ServerConfig{Model: m1, Train: tc, CheckpointDir: dir, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s1.Start()
 	hs := newHTTPTestServer(s1.Handler())
-	c := NewClient(hs.URL)
+	c := client.New(hs.URL)
 	ctx := ctxT(t)
 	for step := 1; step <= 3; step++ {
 		for i := 0; i < 2; i++ {
-			ep, _ := c.BeginEpisode(ctx, BeginOptions{})
+			ep, _ := c.BeginEpisode(ctx, client.BeginOptions{})
 			chatOnce(t, ep)
-			c.EndEpisode(ctx, ep, "t", WorkflowResult{Reward: float64(i)})
+			c.EndEpisode(ctx, ep, "t", client.WorkflowResult{Reward: float64(i)})
 		}
 		waitFor(t, "step", func() bool { _, _, g := s1.Status(); return g == int64(step) })
 		waitFor(t, "rolling", func() bool { st, _, _ := s1.Status(); return st == StatusRolling })
@@ -321,7 +326,7 @@ func TestCheckpointResume(t *testing.T) {
 	if err := s1.Close(); err != nil { // what SIGTERM does
 		t.Fatal(err)
 	}
-	m2, _ := NewPresetModel("small")
+	m2, _ := tabular.NewPreset("small")
 	if m2.Checksum() == m1.Checksum() {
 		t.Fatal("fresh model equals trained one")
 	}
@@ -335,7 +340,7 @@ func TestCheckpointResume(t *testing.T) {
 	}
 	// a corrupt checkpoint makes boot fail cleanly
 	os.WriteFile(filepath.Join(dir, CheckpointFile), []byte("garbage"), 0o644)
-	m3, _ := NewPresetModel("small")
+	m3, _ := tabular.NewPreset("small")
 	s3, _ := NewServer(ServerConfig{Model: m3, Train: tc, CheckpointDir: dir, Logger: quietLog})
 	if err := s3.Start(); err == nil {
 		t.Fatal("booting from a corrupt checkpoint should fail")
@@ -354,16 +359,16 @@ func TestCheckpointResume(t *testing.T) {
 // Prometheus counter, whose Add panics on a negative value, so every
 // negative reward was lost to a recovered handler panic.
 func TestNegativeRewardsTrain(t *testing.T) {
-	m, _ := NewPresetModel("small")
+	m, _ := tabular.NewPreset("small")
 	ts := startServer(t, m, testTrainConfig(1, 2), nil)
 	ctx := ctxT(t)
 	for i := 0; i < 2; i++ {
-		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+		ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		chatOnce(t, ep)
-		if err := ts.cli.EndEpisode(ctx, ep, "neg", WorkflowResult{Reward: -0.5 - float64(i)}); err != nil {
+		if err := ts.cli.EndEpisode(ctx, ep, "neg", client.WorkflowResult{Reward: -0.5 - float64(i)}); err != nil {
 			t.Fatalf("ending an episode with reward %v: %v", -0.5-float64(i), err)
 		}
 	}
@@ -398,20 +403,20 @@ func (m *recordingModel) Train(batch []rl.Sample) (rl.Stats, error) {
 // request names none), so that a model can score it under that tempered
 // distribution (rl/policies.LM.Tempered).
 func TestSamplesRecordTemperature(t *testing.T) {
-	inner, _ := NewPresetModel("small")
+	inner, _ := tabular.NewPreset("small")
 	m := &recordingModel{Model: inner}
 	ts := startServer(t, m, testTrainConfig(1, 3), nil)
 	ctx := ctxT(t)
 	half, zero := 0.5, 0.0
 	for i, temp := range []*float64{&half, nil, &zero} {
-		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+		ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ep.Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 4, Temperature: temp}); err != nil {
+		if _, err := ep.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "x"}}, MaxTokens: 4, Temperature: temp}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.cli.EndEpisode(ctx, ep, "t", WorkflowResult{Reward: float64(i)}); err != nil {
+		if err := ts.cli.EndEpisode(ctx, ep, "t", client.WorkflowResult{Reward: float64(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -432,7 +437,7 @@ func TestSamplesRecordTemperature(t *testing.T) {
 
 // EncodeText forwards to the recorded model, when it encodes text.
 func (m *recordingModel) EncodeText(s string) ([]int, error) {
-	if e, ok := m.Model.(TextEncoder); ok {
+	if e, ok := m.Model.(openai.TextEncoder); ok {
 		return e.EncodeText(s)
 	}
 	return nil, errors.New("no text encoder")
@@ -445,17 +450,17 @@ func TestAssistantPrefix(t *testing.T) {
 	inner, m, ts, req := prefixServer(t)
 	ctx := ctxT(t)
 	// Bad uses first: each is refused before anything is recorded.
-	bad, err := ts.cli.BeginEpisode(ctx, BeginOptions{Type: EpisodeEval})
+	bad, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{Type: api.EpisodeEval})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		mod  func(*ChatRequest)
+		mod  func(*api.ChatRequest)
 		want string
 	}{
-		{func(r *ChatRequest) { r.AssistantPrefix, r.N = "ab", 2 }, "needs n = 1"},
-		{func(r *ChatRequest) { r.AssistantPrefix, r.MaxTokens = "abcdef", 6 }, "leaves no room"},
-		{func(r *ChatRequest) { r.AssistantContext = "cd" }, "assistant_context: needs assistant_prefix"},
+		{func(r *api.ChatRequest) { r.AssistantPrefix, r.N = "ab", 2 }, "needs n = 1"},
+		{func(r *api.ChatRequest) { r.AssistantPrefix, r.MaxTokens = "abcdef", 6 }, "leaves no room"},
+		{func(r *api.ChatRequest) { r.AssistantContext = "cd" }, "assistant_context: needs assistant_prefix"},
 	} {
 		r := req
 		tc.mod(&r)
@@ -474,18 +479,18 @@ func TestAssistantPrefix(t *testing.T) {
 		t.Errorf("streamed prefix: %d %v", st, body)
 	}
 	plain := startServer(t, plainModel{inner}, testTrainConfig(1, 2), nil)
-	pe, err := plain.cli.BeginEpisode(ctx, BeginOptions{Type: EpisodeEval})
+	pe, err := plain.cli.BeginEpisode(ctx, client.BeginOptions{Type: api.EpisodeEval})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := req
 	r.AssistantPrefix = "ab"
-	if _, err := pe.Chat().Create(ctx, r); httpStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "TextEncoder") {
-		t.Errorf("a model without TextEncoder: %v, want a 400", err)
+	if _, err := pe.Chat().Create(ctx, r); httpStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "openai.TextEncoder") {
+		t.Errorf("a model without openai.TextEncoder: %v, want a 400", err)
 	}
 
 	// The forced episode and a sampled one, in one group.
-	forcedAnswer, forced, n := forcedGroup(t, ts, m, req, func(r *ChatRequest) { r.AssistantPrefix = "ab" })
+	forcedAnswer, forced, n := forcedGroup(t, ts, m, req, func(r *api.ChatRequest) { r.AssistantPrefix = "ab" })
 	if n != 2 || len(forced) != 1 {
 		t.Fatalf("trained %d samples, %d of them forced; want 2 and 1", n, len(forced))
 	}
@@ -493,14 +498,14 @@ func TestAssistantPrefix(t *testing.T) {
 		t.Errorf("forced sample: actions %v log-probs %v, want [97 98] and none", f.Actions, f.LogProbs)
 	}
 	// The answer is the model's greedy continuation of prompt + prefix.
-	prompt, err := inner.ChatPrompt([]Message{{Role: "user", Content: "x"}})
+	prompt, err := inner.ChatPrompt(context.Background(), []api.Message{{Role: "user", Content: "x"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(forced[0].Prompt, prompt) {
 		t.Errorf("forced sample's prompt %v, want the chat prompt %v", forced[0].Prompt, prompt)
 	}
-	g, err := inner.Generate(ctx, [][]int{append(slices.Clip(prompt), 'a', 'b')}, GenerateOptions{MaxTokens: 4, Rand: []*rand.Rand{rand.New(rand.NewPCG(1, 2))}})
+	g, err := inner.Generate(ctx, [][]int{append(slices.Clip(prompt), 'a', 'b')}, textgen.GenerateOptions{MaxTokens: 4, Seed: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,11 +520,11 @@ func TestAssistantPrefix(t *testing.T) {
 func TestAssistantContext(t *testing.T) {
 	inner, m, ts, req := prefixServer(t)
 	ctx := ctxT(t)
-	answer, forced, _ := forcedGroup(t, ts, m, req, func(r *ChatRequest) { r.AssistantContext, r.AssistantPrefix = "cd", "ab" })
+	answer, forced, _ := forcedGroup(t, ts, m, req, func(r *api.ChatRequest) { r.AssistantContext, r.AssistantPrefix = "cd", "ab" })
 	if len(forced) != 1 {
 		t.Fatalf("%d samples with the branch's reward, want 1", len(forced))
 	}
-	prompt, err := inner.ChatPrompt([]Message{{Role: "user", Content: "x"}})
+	prompt, err := inner.ChatPrompt(context.Background(), []api.Message{{Role: "user", Content: "x"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +532,7 @@ func TestAssistantContext(t *testing.T) {
 	if f := forced[0]; !slices.Equal(f.Prompt, full) || !slices.Equal(f.Actions, []int{'a', 'b'}) || f.LogProbs != nil {
 		t.Errorf("sample: prompt %v actions %v log-probs %v, want prompt %v, actions [97 98], no log-probs", f.Prompt, f.Actions, f.LogProbs, full)
 	}
-	g, err := inner.Generate(ctx, [][]int{append(slices.Clip(full), 'a', 'b')}, GenerateOptions{MaxTokens: 4, Rand: []*rand.Rand{rand.New(rand.NewPCG(1, 2))}})
+	g, err := inner.Generate(ctx, [][]int{append(slices.Clip(full), 'a', 'b')}, textgen.GenerateOptions{MaxTokens: 4, Seed: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,12 +547,12 @@ func TestAssistantContext(t *testing.T) {
 // tokens (a two-token prefix counts in max_tokens, a context does not).
 // After the training step it returns the first answer's content, the
 // trained samples with reward 0 and the number of samples trained on.
-func forcedGroup(t *testing.T, ts *testServer, m *recordingModel, req ChatRequest, branch func(*ChatRequest)) (string, []rl.Sample, int) {
+func forcedGroup(t *testing.T, ts *testServer, m *recordingModel, req api.ChatRequest, branch func(*api.ChatRequest)) (string, []rl.Sample, int) {
 	t.Helper()
 	ctx := ctxT(t)
 	var answer string
 	for i := range 2 {
-		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+		ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -565,7 +570,7 @@ func forcedGroup(t *testing.T, ts *testServer, m *recordingModel, req ChatReques
 				t.Errorf("usage %+v of %+v: the prefix counts in max_tokens %d, a context does not", u, r, req.MaxTokens)
 			}
 		}
-		if err := ts.cli.EndEpisode(ctx, ep, "g", WorkflowResult{Reward: float64(i)}); err != nil {
+		if err := ts.cli.EndEpisode(ctx, ep, "g", client.WorkflowResult{Reward: float64(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -587,9 +592,9 @@ func forcedGroup(t *testing.T, ts *testServer, m *recordingModel, req ChatReques
 
 // prefixServer starts a server whose model records its training batches,
 // with groups of two episodes, and returns a greedy request of 6 tokens.
-func prefixServer(t *testing.T) (Model, *recordingModel, *testServer, ChatRequest) {
-	inner, _ := NewPresetModel("small")
+func prefixServer(t *testing.T) (Model, *recordingModel, *testServer, api.ChatRequest) {
+	inner, _ := tabular.NewPreset("small")
 	m := &recordingModel{Model: inner}
 	zero := 0.0
-	return inner, m, startServer(t, m, testTrainConfig(1, 2), nil), ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 6, Temperature: &zero}
+	return inner, m, startServer(t, m, testTrainConfig(1, 2), nil), api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "x"}}, MaxTokens: 6, Temperature: &zero}
 }

@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // TestLoadWithKilledClients runs 64 concurrent clients against one server.
@@ -17,7 +21,7 @@ import (
 // still buffered, none dropped), that every abandoned episode is reclaimed
 // (nothing leaks), and that training kept running. Run it under -race.
 func TestLoadWithKilledClients(t *testing.T) {
-	m, _ := NewPresetModel("small")
+	m, _ := tabular.NewPreset("small")
 	tc := testTrainConfig(4, 4)
 	tc.MaxStaleness = 1 << 30 // keep every finished episode: none may be lost
 	tc.DrainTimeout = 50 * time.Millisecond
@@ -34,8 +38,8 @@ func TestLoadWithKilledClients(t *testing.T) {
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			cli := NewClient(ts.ts.URL)
-			cli.Backoff = Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}
+			cli := client.New(ts.ts.URL)
+			cli.Backoff = client.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}
 			r := rand.New(rand.NewPCG(uint64(c), 99))
 			for e := 0; e < perClient; e++ {
 				fate := r.IntN(10)
@@ -45,7 +49,7 @@ func TestLoadWithKilledClients(t *testing.T) {
 				if fate <= 1 {
 					timeout = 500 * time.Millisecond
 				}
-				ep, err := cli.BeginEpisode(ctx, BeginOptions{DiscardTimeout: timeout})
+				ep, err := cli.BeginEpisode(ctx, client.BeginOptions{DiscardTimeout: timeout})
 				if err != nil {
 					t.Error(err)
 					return
@@ -58,7 +62,7 @@ func TestLoadWithKilledClients(t *testing.T) {
 						// killed during a request: the connection is cut
 						cctx, cancel = context.WithTimeout(ctx, time.Duration(r.IntN(300))*time.Microsecond)
 					}
-					_, err := ep.Chat().Create(cctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: fmt.Sprint("q", c, e, k)}}, MaxTokens: 8})
+					_, err := ep.Chat().Create(cctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: fmt.Sprint("q", c, e, k)}}, MaxTokens: 8})
 					if cancel != nil {
 						cancel()
 					} else if err != nil && fate > 1 {
@@ -77,7 +81,7 @@ func TestLoadWithKilledClients(t *testing.T) {
 				default:
 					rw := r.Float64()
 					task := fmt.Sprint("task", r.IntN(6))
-					if err := cli.EndEpisode(ctx, ep, task, WorkflowResult{Reward: rw}); err != nil {
+					if err := cli.EndEpisode(ctx, ep, task, client.WorkflowResult{Reward: rw}); err != nil {
 						t.Errorf("client %d end: %v", c, err)
 						continue
 					}

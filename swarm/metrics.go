@@ -2,11 +2,12 @@ package swarm
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/troupe-ml/troupe/internal/httpx"
 )
 
 type metrics struct {
-	requests         *prometheus.CounterVec
-	latency          *prometheus.HistogramVec
+	http             *httpx.Metrics
 	episodes         *prometheus.CounterVec
 	open             prometheus.Gauge
 	globalStep       prometheus.Gauge
@@ -30,10 +31,7 @@ var allStatuses = []string{StatusOffline, StatusBooting, StatusRolling, StatusRo
 
 func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_http_requests_total",
-			Help: "HTTP requests by endpoint and status code."}, []string{"endpoint", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "swarm_http_request_duration_seconds",
-			Help: "HTTP request latency by endpoint.", Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}, []string{"endpoint"}),
+		http: httpx.NewMetrics(reg, "swarm"),
 		episodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_episodes_total",
 			Help: "Episode events: claimed, ended, aborted, reclaimed, stopped, refused (engine busy or full), quota (a client past its open-episode limit)."}, []string{"event"}),
 		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "swarm_open_episodes", Help: "Episodes currently open."}),
@@ -65,7 +63,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_checkpoints_total", Help: "Checkpoints written."}),
 		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_handler_panics_total", Help: "Panics caught by the recover middleware (should stay 0)."}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.episodes, m.open, m.globalStep, m.statusG, m.tokens,
+	reg.MustRegister(m.episodes, m.open, m.globalStep, m.statusG, m.tokens,
 		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics, m.journalErrors, m.recovered, m.weightsPublished, m.weightsLoaded)
 	m.globalStep.Set(float64(s.model.Version()))
 	m.setStatus(StatusOffline)

@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/rl/policies"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // rewardFromLogprobs rebuilds the sampled bytes from the logprobs of a
 // choice and scores their closeness to target.
-func rewardFromLogprobs(c ChatChoice, target, maxTokens int) float64 {
+func rewardFromLogprobs(c api.Choice, target, maxTokens int) float64 {
 	var toks []int
 	if c.LogProbs != nil {
 		for _, e := range c.LogProbs.Content {
@@ -28,15 +33,15 @@ func rewardFromLogprobs(c ChatChoice, target, maxTokens int) float64 {
 // model's reward must rise while it trains, and the parameters of the model
 // that is not training must stay bit-identical.
 func TestTwoServersIndependentRewards(t *testing.T) {
-	ma := NewTabularModel(TabularConfig{Name: "small-adam", Order: 1, Optimizer: "adam", LR: 1.0, MaxGradNorm: 1, InitScale: 0.01, Seed: 11})
-	mb := NewTabularModel(TabularConfig{Name: "medium-sgd", Order: 2, Rows: 512, Optimizer: "sgd", LR: 30, InitScale: 0.01, Seed: 12})
+	ma := tabular.New(policies.TabularConfig{Name: "small-adam", Order: 1, Optimizer: "adam", LR: 1.0, MaxGradNorm: 1, InitScale: 0.01, Seed: 11})
+	mb := tabular.New(policies.TabularConfig{Name: "medium-sgd", Order: 2, Rows: 512, Optimizer: "sgd", LR: 30, InitScale: 0.01, Seed: 12})
 	if !(mb.Policy.NumParams() > ma.Policy.NumParams()) {
 		t.Fatal("model B should be larger")
 	}
 	tc := testTrainConfig(2, 8)
 	a := startServer(t, ma, tc, nil)
 	b := startServer(t, mb, tc, nil)
-	clients := []*Client{a.cli, b.cli}
+	clients := []*client.Client{a.cli, b.cli}
 	targets := []int{'a', 'z'}
 	const maxTok = 2
 	rounds := 60
@@ -45,13 +50,13 @@ func TestTwoServersIndependentRewards(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	checksum := func(s *Server) (c uint64) {
-		s.WithModel(func(m Model) { c = m.(*TabularModel).Checksum() })
+		s.WithModel(func(m Model) { c = m.(*tabular.Model).Checksum() })
 		return
 	}
 
 	phase := func(train int) (first, last float64) {
-		opts := []BeginOptions{{Type: EpisodeEval}, {Type: EpisodeEval}}
-		opts[train].Type = EpisodeTrain
+		opts := []client.BeginOptions{{Type: api.EpisodeEval}, {Type: api.EpisodeEval}}
+		opts[train].Type = api.EpisodeTrain
 		var curve []float64
 		for r := 0; r < rounds; r++ {
 			var mu sync.Mutex
@@ -62,12 +67,12 @@ func TestTwoServersIndependentRewards(t *testing.T) {
 				go func(k int) {
 					defer wg.Done()
 					task := fmt.Sprintf("p%d-r%d-t%d", train, r, k%tc.BatchSize)
-					res, err := RunWorkflow(ctx, clients, opts, task, func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error) {
-						out := make([]WorkflowResult, len(eps))
+					res, err := client.RunWorkflow(ctx, clients, opts, task, func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
+						out := make([]client.WorkflowResult, len(eps))
 						for i, ep := range eps {
 							temp := 1.0
 							seed := int64(train*1_000_000 + r*1000 + k*10 + i)
-							resp, err := ep.Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "task " + task}},
+							resp, err := ep.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "task " + task}},
 								MaxTokens: maxTok, Temperature: &temp, Logprobs: true, Seed: &seed})
 							if err != nil {
 								return nil, err
@@ -129,22 +134,22 @@ func TestTwoServersIndependentRewards(t *testing.T) {
 func stepOf(s *Server) int64 { _, _, g := s.Status(); return g }
 
 // TestRunWorkflowPerAgentGroups puts two agents of one workflow on the same
-// server, each with its own GRPO group (BeginOptions.TaskID): two rollouts
+// server, each with its own GRPO group (client.BeginOptions.TaskID): two rollouts
 // of one task make two groups of two episodes, which completes a batch of
 // two groups. Ending both under the workflow's task id would make one group
 // of four and never train.
 func TestRunWorkflowPerAgentGroups(t *testing.T) {
-	m, _ := NewPresetModel("small")
+	m, _ := tabular.NewPreset("small")
 	ts := startServer(t, m, testTrainConfig(2, 2), nil)
 	ctx := ctxT(t)
-	clients := []*Client{ts.cli, ts.cli}
-	opts := []BeginOptions{{TaskID: "x/agent1"}, {TaskID: "x/agent3"}}
+	clients := []*client.Client{ts.cli, ts.cli}
+	opts := []client.BeginOptions{{TaskID: "x/agent1"}, {TaskID: "x/agent3"}}
 	for k := 0; k < 2; k++ {
-		_, err := RunWorkflow(ctx, clients, opts, "x", func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error) {
+		_, err := client.RunWorkflow(ctx, clients, opts, "x", func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
 			for _, ep := range eps {
 				chatOnce(t, ep)
 			}
-			return []WorkflowResult{{Reward: float64(k)}, {Reward: float64(1 - k)}}, nil
+			return []client.WorkflowResult{{Reward: float64(k)}, {Reward: float64(1 - k)}}, nil
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -154,4 +159,20 @@ func TestRunWorkflowPerAgentGroups(t *testing.T) {
 	if a := ts.s.Accounting(); a.TrainedEpisodes != 4 {
 		t.Fatalf("accounting %+v", a)
 	}
+}
+
+// closeness is the test reward: the mean over maxTokens positions of
+// 1 − |byte − target|/256 (an end-of-sequence or missing token scores 0).
+func closeness(toks []int, target, maxTokens int) float64 {
+	var s float64
+	for _, t := range toks {
+		if t < 256 {
+			d := t - target
+			if d < 0 {
+				d = -d
+			}
+			s += 1 - float64(d)/256
+		}
+	}
+	return s / float64(maxTokens)
 }

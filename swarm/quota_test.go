@@ -6,13 +6,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // TestPerAddressQuota: clients at one remote address cannot hold more
 // than MaxOpenPerAddress episodes however many client ids they use;
 // another address still claims, and loopback is exempt.
 func TestPerAddressQuota(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	ts := startServer(t, m, testTrainConfig(4, 2), func(c *ServerConfig) { c.MaxOpenPerAddress, c.MaxOpenPerClient = 3, 2 })
 	claim := func(addr, client string) (int, map[string]any) {
 		req := httptest.NewRequest(http.MethodPost, "/claim_episode", strings.NewReader(`{"client_uuid":"`+client+`","episode_type":"train","discard_episode_timeout":60}`))

@@ -13,7 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/internal/httpx"
+	"github.com/troupe-ml/troupe/internal/ids"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 const adminTok = "adm-7c2e91"
@@ -32,7 +38,7 @@ func endBody(client, ep, task string, reward string) string {
 // a server with an admin token: ids must stay hidden, a spoofed end must
 // fail while the victim's own end succeeds, engine control must be refused.
 func TestAttackProbes(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	ts := startServer(t, m, testTrainConfig(4, 4), func(c *ServerConfig) { c.AdminToken = adminTok })
 	u := ts.ts.URL
 
@@ -92,7 +98,7 @@ func TestAttackProbes(t *testing.T) {
 	// named, and the client id alone (even if known) does not help
 	for _, body := range []string{
 		endBody("victim-client", "hidden-1", "t1", "1e5"),
-		endBody("victim-client", newUUID(), "t1", "1e5"),
+		endBody("victim-client", ids.UUID(), "t1", "1e5"),
 		endBody("attacker", victimEp, "t1", "1e5"),
 	} {
 		if code, r := rawPost(t, u+"/end_episode", body, nil); code == 200 {
@@ -140,7 +146,7 @@ func TestAttackProbes(t *testing.T) {
 // TestClientQuota: a client at its open-episode quota gets 429 with
 // Retry-After, and another client is still served.
 func TestClientQuota(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	ts := startServer(t, m, testTrainConfig(4, 4), func(c *ServerConfig) { c.MaxOpenPerClient = 3 })
 	u := ts.ts.URL
 	var held []string
@@ -165,10 +171,10 @@ func TestClientQuota(t *testing.T) {
 		t.Fatalf("another client starved: %d %v", code, r)
 	}
 	// the Go client waits at its quota until one of its episodes ends
-	cli := NewClient(u)
-	cli.ClientUUID, cli.Backoff = "greedy", Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}
+	cli := client.New(u)
+	cli.ClientUUID, cli.Backoff = "greedy", client.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}
 	got := make(chan error, 1)
-	go func() { _, err := cli.BeginEpisode(ctxT(t), BeginOptions{}); got <- err }()
+	go func() { _, err := cli.BeginEpisode(ctxT(t), client.BeginOptions{}); got <- err }()
 	select {
 	case err := <-got:
 		t.Fatalf("BeginEpisode past the quota returned at once: %v", err)
@@ -188,8 +194,8 @@ func TestClientQuota(t *testing.T) {
 // TestSlowBodyCut: a request body trickled one byte at a time is cut by the
 // read timeout, and the server stays healthy.
 func TestSlowBodyCut(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
-	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(1, 1), Logger: quietLog, ReadTimeout: 600 * time.Millisecond})
+	m, _ := tabular.NewPreset("tiny")
+	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(1, 1), Logger: quietLog, Timeouts: httpx.Timeouts{Read: 600 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,11 +246,13 @@ func isTimeout(err error) bool {
 // does not read.
 type endlessModel struct{ version int64 }
 
-func (*endlessModel) Name() string                        { return "endless" }
-func (*endlessModel) ChatPrompt([]Message) ([]int, error) { return []int{1}, nil }
-func (*endlessModel) TokenBytes(int) []byte               { return []byte(strings.Repeat("x", 256)) }
-func (e *endlessModel) Generate(ctx context.Context, prompts [][]int, o GenerateOptions) ([]Generation, error) {
-	out := make([]Generation, len(prompts))
+func (*endlessModel) Name() string { return "endless" }
+func (*endlessModel) ChatPrompt(context.Context, []api.Message, []api.Tool) ([]int, error) {
+	return []int{1}, nil
+}
+func (*endlessModel) TokenBytes(int) []byte { return []byte(strings.Repeat("x", 256)) }
+func (e *endlessModel) Generate(ctx context.Context, prompts [][]int, o textgen.GenerateOptions, _ func(textgen.TokenEvent)) ([]textgen.Generation, error) {
+	out := make([]textgen.Generation, len(prompts))
 	for i := range out {
 		out[i].Tokens = make([]int, o.MaxTokens)
 		out[i].LogProbs = make([]float32, o.MaxTokens)
@@ -262,7 +270,7 @@ func (*endlessModel) Load(io.Reader) error                  { return nil }
 func TestStalledStreamCut(t *testing.T) {
 	tc := testTrainConfig(1, 1)
 	tc.MaxResponseTokens = 1 << 14
-	s, err := NewServer(ServerConfig{Model: &endlessModel{}, Train: tc, Logger: quietLog, WriteTimeout: 300 * time.Millisecond,
+	s, err := NewServer(ServerConfig{Model: &endlessModel{}, Train: tc, Logger: quietLog, Timeouts: httpx.Timeouts{Write: 300 * time.Millisecond},
 		MaxRequestTokens: 1 << 16, MaxEpisodeTokens: 1 << 20, ReapInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +312,7 @@ func TestStalledStreamCut(t *testing.T) {
 // TestRewardBound: rewards must be finite and at most MaxAbsReward in
 // magnitude (400 otherwise), for single rewards and each element of a list.
 func TestRewardBound(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	ts := startServer(t, m, testTrainConfig(4, 4), func(c *ServerConfig) { c.MaxAbsReward = 100 })
 	u := ts.ts.URL
 	for _, tt := range []struct {
@@ -368,7 +376,7 @@ func TestWelford(t *testing.T) {
 // TestJSONErrorsOnUnknownRoutes: 404 and 405 answer JSON in OpenAI's error
 // shape, with Allow on 405, also under a token prefix.
 func TestJSONErrorsOnUnknownRoutes(t *testing.T) {
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	ts := startServer(t, m, testTrainConfig(4, 4), func(c *ServerConfig) { c.AdminToken = adminTok })
 	u := ts.ts.URL
 	for _, tt := range []struct {
@@ -424,13 +432,13 @@ type delayedModel struct {
 	delay time.Duration
 }
 
-func (m *delayedModel) Generate(ctx context.Context, prompts [][]int, o GenerateOptions) ([]Generation, error) {
+func (m *delayedModel) Generate(ctx context.Context, prompts [][]int, o textgen.GenerateOptions, emit func(textgen.TokenEvent)) ([]textgen.Generation, error) {
 	select {
 	case <-time.After(m.delay):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return m.scriptModel.Generate(ctx, prompts, o)
+	return m.scriptModel.Generate(ctx, prompts, o, emit)
 }
 
 // TestLongGenerationOutlivesReadTimeout: a generation longer than both
@@ -441,7 +449,7 @@ func (m *delayedModel) Generate(ctx context.Context, prompts [][]int, o Generate
 func TestLongGenerationOutlivesReadTimeout(t *testing.T) {
 	m := &delayedModel{scriptModel: scriptModel{script: "done"}, delay: 1500 * time.Millisecond}
 	s, err := NewServer(ServerConfig{Model: m, Train: testTrainConfig(1, 1), Logger: quietLog,
-		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+		Timeouts: httpx.Timeouts{Read: 300 * time.Millisecond, Write: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

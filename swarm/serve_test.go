@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // TestServe: a served model answers episodes at the returned URL and
@@ -15,7 +19,7 @@ import (
 // twice.
 func TestServe(t *testing.T) {
 	dir := t.TempDir()
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	srv, url, stop, err := Serve("127.0.0.1:0", ServerConfig{Model: m, Train: testTrainConfig(1, 2), CheckpointDir: dir, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
@@ -24,11 +28,11 @@ func TestServe(t *testing.T) {
 		t.Errorf("URL %q", url)
 	}
 	ctx := ctxT(t)
-	cli := NewClient(url)
+	cli := client.New(url)
 	for i := range 2 {
-		if _, err := RunWorkflow(ctx, []*Client{cli}, nil, "t", func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error) {
-			_, err := eps[0].Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "hi"}}, MaxTokens: 3})
-			return []WorkflowResult{{Reward: float64(i)}}, err
+		if _, err := client.RunWorkflow(ctx, []*client.Client{cli}, nil, "t", func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
+			_, err := eps[0].Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "hi"}}, MaxTokens: 3})
+			return []client.WorkflowResult{{Reward: float64(i)}}, err
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +62,7 @@ func TestServeErrors(t *testing.T) {
 	}
 	defer ln.Close()
 	dir := t.TempDir()
-	m, _ := NewPresetModel("tiny")
+	m, _ := tabular.NewPreset("tiny")
 	if _, _, _, err := Serve(ln.Addr().String(), ServerConfig{Model: m, CheckpointDir: dir, Logger: quietLog}); err == nil || !strings.Contains(err.Error(), "tiny") {
 		t.Errorf("address in use: %v, want an error naming the model", err)
 	}

@@ -12,23 +12,29 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/rl/policies"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
-// slowModel streams through a TabularModel but stops after its first token
+// slowModel streams through a tabular.Model but stops after its first token
 // until release is closed (or the context ends, or 10 s pass), so a test can
 // look at the wire while generation is provably unfinished.
 type slowModel struct {
-	*TabularModel
+	*tabular.Model
 	release  chan struct{}
 	emitted  atomic.Int64 // tokens emitted so far
-	finished atomic.Bool  // GenerateStream returned
+	finished atomic.Bool  // Generate returned
 	ctxErr   atomic.Bool  // it returned because the context ended
 }
 
-func (m *slowModel) GenerateStream(ctx context.Context, prompts [][]int, opts GenerateOptions, emit func(TokenEvent)) ([]Generation, error) {
+func (m *slowModel) Generate(ctx context.Context, prompts [][]int, opts textgen.GenerateOptions, emit func(textgen.TokenEvent)) ([]textgen.Generation, error) {
 	defer m.finished.Store(true)
 	var stalled error
-	gens, err := m.TabularModel.GenerateStream(ctx, prompts, opts, func(ev TokenEvent) {
+	gens, err := m.Model.Generate(ctx, prompts, opts, func(ev textgen.TokenEvent) {
 		// Count before emitting: the client may read the chunk before
 		// emit returns.
 		n := m.emitted.Add(1)
@@ -51,10 +57,6 @@ func (m *slowModel) GenerateStream(ctx context.Context, prompts [][]int, opts Ge
 	return gens, err
 }
 
-func (m *slowModel) Generate(ctx context.Context, prompts [][]int, opts GenerateOptions) ([]Generation, error) {
-	return m.GenerateStream(ctx, prompts, opts, nil)
-}
-
 // plainModel hides GenerateStream: the server streams it after Generate.
 type plainModel struct{ Model }
 
@@ -62,16 +64,16 @@ type plainModel struct{ Model }
 type collected struct {
 	content  []string        // per choice
 	finish   []string        // per choice
-	logprobs [][]ChatLogProb // per choice
-	usage    *Usage
+	logprobs [][]api.LogProb // per choice
+	usage    *api.Usage
 	chunks   int
 }
 
 // collect gathers a stream's chunks; strict rejects any U+FFFD in a chunk
 // (for outputs that are valid UTF-8, where one would mean a split rune).
-func collect(n int, strict bool) (*collected, func(ChatChunk) error) {
-	c := &collected{content: make([]string, n), finish: make([]string, n), logprobs: make([][]ChatLogProb, n)}
-	return c, func(ch ChatChunk) error {
+func collect(n int, strict bool) (*collected, func(api.ChatChunk) error) {
+	c := &collected{content: make([]string, n), finish: make([]string, n), logprobs: make([][]api.LogProb, n)}
+	return c, func(ch api.ChatChunk) error {
 		c.chunks++
 		if ch.Usage != nil {
 			c.usage = ch.Usage
@@ -105,19 +107,19 @@ func collect(n int, strict bool) (*collected, func(ChatChunk) error) {
 // model is still generating; once released, the rest follows and the text
 // equals the non-streamed completion for the same seed.
 func TestStreamFirstChunkBeforeGenerationEnds(t *testing.T) {
-	tab, _ := NewPresetModel("tiny")
-	m := &slowModel{TabularModel: tab, release: make(chan struct{})}
+	tab, _ := tabular.NewPreset("tiny")
+	m := &slowModel{Model: tab, release: make(chan struct{})}
 	ts := startServer(t, m, testTrainConfig(64, 1), nil)
 	ctx := ctxT(t)
-	ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+	ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seed := int64(11)
-	req := ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "hello"}}, MaxTokens: 24, Seed: &seed}
+	req := api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "hello"}}, MaxTokens: 24, Seed: &seed}
 	var sb strings.Builder
 	sawFirst := false
-	err = ep.Chat().Stream(ctx, req, func(c ChatChunk) error {
+	err = ep.Chat().Stream(ctx, req, func(c api.ChatChunk) error {
 		for _, ch := range c.Choices {
 			if ch.Delta.Content == nil || *ch.Delta.Content == "" {
 				continue
@@ -150,11 +152,11 @@ func TestStreamFirstChunkBeforeGenerationEnds(t *testing.T) {
 
 // programmedModel is an order-1 tabular model that greedily writes "é€x"
 // byte by byte (one byte per token) and then ends.
-func programmedModel() *TabularModel {
-	m := NewTabularModel(TabularConfig{Name: "prog", Order: 1, Optimizer: "sgd", LR: 1, InitScale: 0, Seed: 1})
-	chain := []int{'>', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 'x', EOS}
+func programmedModel() *tabular.Model {
+	m := tabular.New(policies.TabularConfig{Name: "prog", Order: 1, Optimizer: "sgd", LR: 1, InitScale: 0, Seed: 1})
+	chain := []int{'>', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 'x', policies.ByteEOS}
 	for i := 0; i+1 < len(chain); i++ {
-		m.Policy.W[chain[i]*ByteVocab+chain[i+1]] = 10
+		m.Policy.W[chain[i]*policies.ByteVocab+chain[i+1]] = 10
 	}
 	return m
 }
@@ -163,41 +165,41 @@ func programmedModel() *TabularModel {
 // "stream": true and compares content, finish reasons, logprobs entries
 // and usage per choice; every chunk must hold whole UTF-8 characters.
 func TestStreamMatchesNonStreamed(t *testing.T) {
-	tiny, _ := NewPresetModel("tiny")
+	tiny, _ := tabular.NewPreset("tiny")
 	temp0, temp1 := 0.0, 1.0
 	cases := []struct {
 		name  string
 		model Model
-		req   ChatRequest
+		req   api.ChatRequest
 		// stopFrom picks stop sequences from the non-stopped content
 		stopFrom func(content string) []string
 		want     string // expected content of choice 0 (when not empty)
 		finish   string
 		lax      bool // the output is not valid UTF-8 (random bytes, cut runes)
 	}{
-		{name: "tiny n=3 logprobs", model: tiny, req: ChatRequest{N: 3, MaxTokens: 40, Temperature: &temp1, Logprobs: true, TopLogprobs: 2}, lax: true},
-		{name: "tiny stop spanning tokens", model: tiny, req: ChatRequest{N: 1, MaxTokens: 40, Temperature: &temp1, Logprobs: true},
+		{name: "tiny n=3 logprobs", model: tiny, req: api.ChatRequest{N: 3, MaxTokens: 40, Temperature: &temp1, Logprobs: true, TopLogprobs: 2}, lax: true},
+		{name: "tiny stop spanning tokens", model: tiny, req: api.ChatRequest{N: 1, MaxTokens: 40, Temperature: &temp1, Logprobs: true},
 			stopFrom: func(c string) []string { return []string{c[10:13], "\x00never"} }, lax: true},
-		{name: "tiny replayed (no StreamGenerator)", model: plainModel{tiny}, req: ChatRequest{N: 2, MaxTokens: 30, Temperature: &temp1, Logprobs: true}, lax: true},
-		{name: "utf8", model: programmedModel(), req: ChatRequest{MaxTokens: 16, Temperature: &temp0, Logprobs: true}, want: "é€x", finish: "stop"},
-		{name: "utf8 stop inside rune run", model: programmedModel(), req: ChatRequest{MaxTokens: 16, Temperature: &temp0, Stop: []string{"€"}}, want: "é", finish: "stop"},
-		{name: "utf8 stop prefix ruled out", model: programmedModel(), req: ChatRequest{MaxTokens: 16, Temperature: &temp0, Stop: []string{"€y"}}, want: "é€x", finish: "stop"},
-		{name: "utf8 stop last", model: programmedModel(), req: ChatRequest{MaxTokens: 16, Temperature: &temp0, Stop: []string{"x", "€x"}}, want: "é", finish: "stop"},
-		{name: "utf8 length mid-rune", model: programmedModel(), req: ChatRequest{MaxTokens: 4, Temperature: &temp0}, want: "é\uFFFD\uFFFD", finish: "length", lax: true},
-		{name: "utf8 replayed", model: plainModel{programmedModel()}, req: ChatRequest{MaxTokens: 16, Temperature: &temp0, Stop: []string{"€y"}}, want: "é€x", finish: "stop"},
+		{name: "tiny replayed (no StreamGenerator)", model: plainModel{tiny}, req: api.ChatRequest{N: 2, MaxTokens: 30, Temperature: &temp1, Logprobs: true}, lax: true},
+		{name: "utf8", model: programmedModel(), req: api.ChatRequest{MaxTokens: 16, Temperature: &temp0, Logprobs: true}, want: "é€x", finish: "stop"},
+		{name: "utf8 stop inside rune run", model: programmedModel(), req: api.ChatRequest{MaxTokens: 16, Temperature: &temp0, Stop: []string{"€"}}, want: "é", finish: "stop"},
+		{name: "utf8 stop prefix ruled out", model: programmedModel(), req: api.ChatRequest{MaxTokens: 16, Temperature: &temp0, Stop: []string{"€y"}}, want: "é€x", finish: "stop"},
+		{name: "utf8 stop last", model: programmedModel(), req: api.ChatRequest{MaxTokens: 16, Temperature: &temp0, Stop: []string{"x", "€x"}}, want: "é", finish: "stop"},
+		{name: "utf8 length mid-rune", model: programmedModel(), req: api.ChatRequest{MaxTokens: 4, Temperature: &temp0}, want: "é\uFFFD\uFFFD", finish: "length", lax: true},
+		{name: "utf8 replayed", model: plainModel{programmedModel()}, req: api.ChatRequest{MaxTokens: 16, Temperature: &temp0, Stop: []string{"€y"}}, want: "é€x", finish: "stop"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startServer(t, tc.model, testTrainConfig(64, 1), nil)
 			ctx := ctxT(t)
-			ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+			ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			seed := int64(7)
 			req := tc.req
 			req.Seed = &seed
-			req.Messages = []ChatMessage{{Role: "user", Content: "stream me"}}
+			req.Messages = []api.Message{{Role: "user", Content: "stream me"}}
 			if tc.stopFrom != nil {
 				resp, err := ep.Chat().Create(ctx, req)
 				if err != nil {
@@ -211,7 +213,7 @@ func TestStreamMatchesNonStreamed(t *testing.T) {
 			}
 			n := max(req.N, 1)
 			got, f := collect(n, !tc.lax)
-			req.StreamOptions = &StreamOptions{IncludeUsage: true}
+			req.StreamOptions = &api.StreamOptions{IncludeUsage: true}
 			if err := ep.Chat().Stream(ctx, req, f); err != nil {
 				t.Fatal(err)
 			}
@@ -247,11 +249,11 @@ func TestStreamMatchesNonStreamed(t *testing.T) {
 // generation, and nothing of the unfinished completion is recorded in its
 // episode, which stays usable.
 func TestStreamDisconnect(t *testing.T) {
-	tab, _ := NewPresetModel("tiny")
-	m := &slowModel{TabularModel: tab, release: make(chan struct{})}
+	tab, _ := tabular.NewPreset("tiny")
+	m := &slowModel{Model: tab, release: make(chan struct{})}
 	ts := startServer(t, m, testTrainConfig(64, 1), nil)
 	ctx := ctxT(t)
-	ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+	ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,22 +278,22 @@ func TestStreamDisconnect(t *testing.T) {
 	waitFor(t, "the completion to be released", func() bool {
 		ts.s.mu.Lock()
 		defer ts.s.mu.Unlock()
-		e := ts.s.episodes[ep.ID]
+		e := ts.s.eps.open[ep.ID]
 		return e != nil && e.inflight == 0 && e.reserved == 0
 	})
 	ts.s.mu.Lock()
-	e := ts.s.episodes[ep.ID]
+	e := ts.s.eps.open[ep.ID]
 	ns, toks := len(e.samples), e.tokens
 	ts.s.mu.Unlock()
 	if ns != 0 || toks != 0 {
 		t.Fatalf("disconnected stream recorded %d samples, %d tokens", ns, toks)
 	}
 	close(m.release)
-	if _, err := ep.Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "hi"}}, MaxTokens: 4}); err != nil {
+	if _, err := ep.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "hi"}}, MaxTokens: 4}); err != nil {
 		t.Fatal(err)
 	}
 	ts.s.mu.Lock()
-	ns = len(ts.s.episodes[ep.ID].samples)
+	ns = len(ts.s.eps.open[ep.ID].samples)
 	ts.s.mu.Unlock()
 	if ns != 1 {
 		t.Fatalf("episode has %d samples after one finished completion", ns)
@@ -302,15 +304,15 @@ func TestStreamDisconnect(t *testing.T) {
 // stream is being generated, the stream ends with an error event (no
 // [DONE]) and nothing is recorded.
 func TestStreamEpisodeClosedMidStream(t *testing.T) {
-	tab, _ := NewPresetModel("tiny")
-	m := &slowModel{TabularModel: tab, release: make(chan struct{})}
+	tab, _ := tabular.NewPreset("tiny")
+	m := &slowModel{Model: tab, release: make(chan struct{})}
 	ts := startServer(t, m, testTrainConfig(64, 1), nil)
 	ctx := ctxT(t)
-	ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+	ep, err := ts.cli.BeginEpisode(ctx, client.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = ep.Chat().Stream(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "hi"}}, MaxTokens: 16}, func(c ChatChunk) error {
+	err = ep.Chat().Stream(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "hi"}}, MaxTokens: 16}, func(c api.ChatChunk) error {
 		if m.emitted.Load() == 1 && !m.finished.Load() {
 			select {
 			case <-m.release:
@@ -323,7 +325,7 @@ func TestStreamEpisodeClosedMidStream(t *testing.T) {
 		}
 		return nil
 	})
-	var he *HTTPError
+	var he *client.HTTPError
 	if !errors.As(err, &he) || !strings.Contains(he.Body, "episode_closed") {
 		t.Fatalf("stream over an aborted episode: %v, want an episode_closed error event", err)
 	}

@@ -12,7 +12,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // scriptModel answers every prompt with a fixed text, byte by byte (token b
@@ -22,13 +27,20 @@ type scriptModel struct {
 	script string
 
 	mu        sync.Mutex
-	lastTools []Tool
-	lastMsgs  []Message
+	lastTools []api.Tool
+	lastMsgs  []api.Message
 	toolCalls int
 }
 
 func (*scriptModel) Name() string { return "script" }
-func (m *scriptModel) ChatPrompt(msgs []Message) ([]int, error) {
+func (m *scriptModel) ChatPrompt(_ context.Context, msgs []api.Message, tools []api.Tool) ([]int, error) {
+	if len(tools) > 0 {
+		return nil, openai.ErrNoToolTemplate
+	}
+	msgs = openai.FoldToolCalls(msgs)
+	return m.render(msgs), nil
+}
+func (m *scriptModel) render(msgs []api.Message) []int {
 	m.mu.Lock()
 	m.lastMsgs = msgs
 	m.mu.Unlock()
@@ -38,7 +50,7 @@ func (m *scriptModel) ChatPrompt(msgs []Message) ([]int, error) {
 			out = append(out, int(b))
 		}
 	}
-	return out, nil
+	return out
 }
 func (*scriptModel) TokenBytes(tok int) []byte {
 	if tok < 0 || tok > 255 {
@@ -46,11 +58,11 @@ func (*scriptModel) TokenBytes(tok int) []byte {
 	}
 	return []byte{byte(tok)}
 }
-func (m *scriptModel) Generate(ctx context.Context, prompts [][]int, o GenerateOptions) ([]Generation, error) {
+func (m *scriptModel) Generate(ctx context.Context, prompts [][]int, o textgen.GenerateOptions, emit func(textgen.TokenEvent)) ([]textgen.Generation, error) {
 	m.mu.Lock()
 	script := m.script
 	m.mu.Unlock()
-	out := make([]Generation, len(prompts))
+	out := make([]textgen.Generation, len(prompts))
 	for i := range out {
 		g := &out[i]
 		g.FinishReason = "stop"
@@ -70,6 +82,15 @@ func (m *scriptModel) Generate(ctx context.Context, prompts [][]int, o GenerateO
 			g.Tokens = append(g.Tokens, 256)
 		}
 		g.LogProbs = make([]float32, len(g.Tokens))
+		for t, tok := range g.Tokens {
+			ev := textgen.TokenEvent{Prompt: i, Token: tok}
+			if t == len(g.Tokens)-1 {
+				ev.FinishReason = g.FinishReason
+			}
+			if emit != nil {
+				emit(ev)
+			}
+		}
 	}
 	return out, ctx.Err()
 }
@@ -81,11 +102,17 @@ func (*scriptModel) Load(io.Reader) error                { return nil }
 // toolScriptModel adds a tool chat template to scriptModel.
 type toolScriptModel struct{ scriptModel }
 
-func (m *toolScriptModel) ChatPromptTools(msgs []Message, tools []Tool) ([]int, error) {
+func (m *toolScriptModel) ChatPrompt(_ context.Context, msgs []api.Message, tools []api.Tool) ([]int, error) {
 	m.mu.Lock()
-	m.lastTools, m.toolCalls = tools, m.toolCalls+1
+	m.lastTools = tools
 	m.mu.Unlock()
-	p, err := m.ChatPrompt(msgs)
+	if len(tools) == 0 && !hasToolCalls(msgs) {
+		return m.render(msgs), nil
+	}
+	m.mu.Lock()
+	m.toolCalls++
+	m.mu.Unlock()
+	p, err := m.render(msgs), error(nil)
 	for _, t := range tools {
 		for _, b := range []byte("tool " + t.Function.Name + "\n") {
 			p = append(p, int(b))
@@ -94,54 +121,25 @@ func (m *toolScriptModel) ChatPromptTools(msgs []Message, tools []Tool) ([]int, 
 	return p, err
 }
 
+func hasToolCalls(msgs []api.Message) bool {
+	for _, m := range msgs {
+		if len(m.ToolCalls) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 const weatherTools = `[{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
 	"parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
 	{"type": "function", "function": {"name": "get_time"}}]`
 
-func TestParseToolCalls(t *testing.T) {
-	tools := []Tool{{Type: "function", Function: ToolFunction{Name: "f"}}, {Type: "function", Function: ToolFunction{Name: "g"}}}
-	for _, tt := range []struct {
-		text, content string
-		calls         []ToolCallFunction
-	}{
-		{"plain answer", "plain answer", nil},
-		{"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "", []ToolCallFunction{{"f", `{"a":1}`}}},
-		{"Sure.\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}\n</tool_call>\n<tool_call>{\"name\": \"g\"}</tool_call>\n",
-			"Sure.", []ToolCallFunction{{"f", `{"a":[1,2]}`}, {"g", `{}`}}},
-		// anything that does not fit stays text
-		{"x <tool_call>{\"name\": \"f\", \"arguments\": {}}", "x <tool_call>{\"name\": \"f\", \"arguments\": {}}", nil},                   // unterminated
-		{"<tool_call>{\"name\": \"h\"}</tool_call>", "<tool_call>{\"name\": \"h\"}</tool_call>", nil},                                     // undeclared
-		{"<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>", "<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>", nil}, // not an object
-		{"<tool_call>not json</tool_call>", "<tool_call>not json</tool_call>", nil},
-		{"<tool_call>{\"name\": \"f\"}</tool_call> and more", "<tool_call>{\"name\": \"f\"}</tool_call> and more", nil}, // trailing text
-		{"<tool_call>{\"name\": \"f\"} {}</tool_call>", "<tool_call>{\"name\": \"f\"} {}</tool_call>", nil},
-	} {
-		content, calls, ok := parseToolCalls(tt.text, tools)
-		if ok != (tt.calls != nil) || content != tt.content {
-			t.Errorf("%q: content %q ok %v, want %q ok %v", tt.text, content, ok, tt.content, tt.calls != nil)
-		}
-		var got []ToolCallFunction
-		for _, c := range calls {
-			if c.Type != "function" || !strings.HasPrefix(c.ID, "call_") {
-				t.Errorf("%q: call %+v", tt.text, c)
-			}
-			got = append(got, c.Function)
-		}
-		if diff := cmp.Diff(tt.calls, got, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("%q: calls (-want +got):\n%s", tt.text, diff)
-		}
-	}
-}
-
-// TestToolCallsOverHTTP: tools reach the model's tool template, calls come
-// back as tool_calls with finish_reason "tool_calls", streamed the same
-// way; tool messages are accepted; what cannot be honoured gets 400.
 func TestToolCallsOverHTTP(t *testing.T) {
 	m := &toolScriptModel{scriptModel{script: "Let me check. \n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"}}
 	tc := testTrainConfig(4, 4)
 	tc.MaxResponseTokens = 512
 	ts := startServer(t, m, tc, nil)
-	ep, err := ts.cli.BeginEpisode(ctxT(t), BeginOptions{})
+	ep, err := ts.cli.BeginEpisode(ctxT(t), client.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,12 +150,12 @@ func TestToolCallsOverHTTP(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("chat with tools: %d %v", code, r)
 	}
-	var resp ChatResponse
+	var resp api.ChatResponse
 	b, _ := json.Marshal(r)
 	json.Unmarshal(b, &resp)
 	c := resp.Choices[0]
-	want := []ChatToolCall{{Type: "function", Function: ChatToolCallFunction{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}
-	if diff := cmp.Diff(want, c.Message.ToolCalls, cmpopts.IgnoreFields(ChatToolCall{}, "ID")); diff != "" || c.FinishReason != "tool_calls" || c.Message.Content != "Let me check." {
+	want := []api.ToolCall{{Type: "function", Function: api.FunctionCall{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}
+	if diff := cmp.Diff(want, c.Message.ToolCalls, cmpopts.IgnoreFields(api.ToolCall{}, "ID")); diff != "" || c.FinishReason != "tool_calls" || c.Message.Content != "Let me check." {
 		t.Fatalf("choice %+v (finish %q), tool calls (-want +got):\n%s", c.Message, c.FinishReason, diff)
 	}
 	m.mu.Lock()
@@ -169,7 +167,7 @@ func TestToolCallsOverHTTP(t *testing.T) {
 	// streamed: the same content and calls
 	chunks := streamChunks(t, url, strings.Replace(req, `"max_tokens": 400`, `"max_tokens": 400, "stream": true`, 1), hdr)
 	var content strings.Builder
-	var calls []ChatToolCall
+	var calls []api.ToolCall
 	finish := ""
 	for _, ch := range chunks {
 		for _, cc := range ch.Choices {
@@ -240,7 +238,7 @@ func TestToolCallsOverHTTP(t *testing.T) {
 func TestToolsNeedToolTemplate(t *testing.T) {
 	m := &scriptModel{script: "ok"}
 	ts := startServer(t, m, testTrainConfig(4, 4), nil)
-	ep, err := ts.cli.BeginEpisode(ctxT(t), BeginOptions{})
+	ep, err := ts.cli.BeginEpisode(ctxT(t), client.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +262,7 @@ func TestToolsNeedToolTemplate(t *testing.T) {
 
 // streamChunks posts a streaming request and decodes its chunks up to
 // [DONE].
-func streamChunks(t *testing.T, url, body string, hdr map[string]string) []ChatChunk {
+func streamChunks(t *testing.T, url, body string, hdr map[string]string) []api.ChatChunk {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	for k, v := range hdr {
@@ -279,7 +277,7 @@ func streamChunks(t *testing.T, url, body string, hdr map[string]string) []ChatC
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("stream: %d %s", resp.StatusCode, b)
 	}
-	var out []ChatChunk
+	var out []api.ChatChunk
 	sc := bufio.NewScanner(resp.Body)
 	done := false
 	for sc.Scan() {
@@ -291,7 +289,7 @@ func streamChunks(t *testing.T, url, body string, hdr map[string]string) []ChatC
 			done = true
 			break
 		}
-		var ch ChatChunk
+		var ch api.ChatChunk
 		if err := json.Unmarshal([]byte(data), &ch); err != nil {
 			t.Fatalf("chunk %q: %v", data, err)
 		}

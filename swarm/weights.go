@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/troupe-ml/troupe/bus"
 )
 
@@ -70,7 +71,7 @@ func openWeights(ctx context.Context, js jetstream.JetStream, name string, repli
 		Bucket:      WeightsBucket(name),
 		Description: "weights of " + name + " published by its trainer, one object per step",
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(1, replicas),
+		Replicas:    replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("swarm: weights bucket %s: %w", WeightsBucket(name), err)
@@ -79,15 +80,17 @@ func openWeights(ctx context.Context, js jetstream.JetStream, name string, repli
 }
 
 // publishWeights puts the model's current weights into the bucket and
-// deletes all but the last keepWeights steps. The caller holds modelMu (at
-// least for reading).
-func (s *Server) publishWeightsLocked(step int64) error {
+// deletes all but the last keepWeights steps.
+func (s *Server) publishWeights(step int64) error {
 	var buf bytes.Buffer
-	if err := s.model.Save(&buf); err != nil {
+	s.trainMu.Lock()
+	err := s.model.Save(&buf)
+	s.trainMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("swarm: serialise weights of step %d: %w", step, err)
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*s.cfg.journalTimeout()+time.Duration(buf.Len()/(1<<20))*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*s.cfg.JournalTimeout+time.Duration(buf.Len()/(1<<20))*time.Second)
 	defer cancel()
 	if err := putWeights(ctx, s.ws.obs, step, buf.Bytes()); err != nil {
 		return fmt.Errorf("swarm: publish weights of step %d: %w", step, err)
@@ -140,10 +143,10 @@ func (s *Server) loadPublished(info *jetstream.ObjectInfo, step int64) error {
 	if err != nil {
 		return err
 	}
-	s.modelMu.Lock()
+	s.trainMu.Lock()
 	err = s.model.Load(bytes.NewReader(b))
 	v := s.model.Version()
-	s.modelMu.Unlock()
+	s.trainMu.Unlock()
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/troupe-ml/troupe/bus"
 )
 

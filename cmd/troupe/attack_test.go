@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
 )
 
 // attackToken is the admin token the attacked server runs with.
@@ -89,7 +91,7 @@ func TestAttackProbes(t *testing.T) {
 	logs := &serverLog{t: t}
 	srv := startLoggedProc(t, logs, []string{"TROUPE_ADMIN_TOKEN=" + attackToken}, args...)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitRolling(t, swarm.NewClient(base))
+	waitRolling(t, client.New(base))
 	a := &attacker{t: t, base: base, hc: &http.Client{Timeout: 20 * time.Second}}
 	admin := map[string]string{"Authorization": "Bearer " + attackToken}
 
@@ -230,13 +232,13 @@ func TestAttackProbes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := swarm.NewClient(base)
-	ep, err := c.BeginEpisode(ctx, swarm.BeginOptions{TaskID: "t"})
+	c := client.New(base)
+	ep, err := c.BeginEpisode(ctx, client.BeginOptions{TaskID: "t"})
 	if err == nil {
-		_, err = ep.Chat().Create(ctx, swarm.ChatRequest{Messages: []swarm.ChatMessage{{Role: "user", Content: "again"}}, MaxTokens: 4})
+		_, err = ep.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "again"}}, MaxTokens: 4})
 	}
 	if err == nil {
-		err = c.EndEpisode(ctx, ep, "t", swarm.WorkflowResult{Reward: 1})
+		err = c.EndEpisode(ctx, ep, "t", client.WorkflowResult{Reward: 1})
 	}
 	if err != nil {
 		t.Errorf("probe 7: a fresh episode after the attacks: %v", err)
@@ -295,7 +297,7 @@ func trickleBody(addr string, limit time.Duration) (time.Duration, error) {
 func engineStatus(t *testing.T, a *attacker) string {
 	t.Helper()
 	_, b := a.do("GET", "/get_engine_status", "", nil)
-	var st swarm.EngineStatus
+	var st api.EngineStatus
 	if err := json.Unmarshal([]byte(b), &st); err != nil {
 		t.Fatalf("get_engine_status: %q", b)
 	}

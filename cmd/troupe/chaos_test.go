@@ -24,8 +24,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
 )
 
 // chaosPlan sizes a chaos run.
@@ -86,7 +89,7 @@ func runChaos(t *testing.T, plan chaosPlan) {
 	// Every connection of this process goes through a transport of its own,
 	// closed before the goroutines are counted.
 	adminTr := &http.Transport{}
-	admin := swarm.NewClient(base)
+	admin := client.New(base)
 	admin.HTTP = &http.Client{Transport: adminTr, Timeout: 10 * time.Second}
 	waitRolling(t, admin)
 	adminTr.CloseIdleConnections()
@@ -108,9 +111,9 @@ func runChaos(t *testing.T, plan chaosPlan) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := swarm.NewClient(base)
+			c := client.New(base)
 			c.HTTP = hc
-			c.Backoff = swarm.Backoff{Initial: 5 * time.Millisecond, Max: 200 * time.Millisecond}
+			c.Backoff = client.Backoff{Initial: 5 * time.Millisecond, Max: 200 * time.Millisecond}
 			chaosClient(ctx, c, rand.New(rand.NewPCG(plan.seed, uint64(i))), rec, &gen)
 		}()
 	}
@@ -334,12 +337,12 @@ func (r *chaosRecord) ack(id string, reward float64) {
 // an abort (15%) or silence past the discard timeout followed by a late end
 // (15%). Connection errors and 5xx answers are retried; an episode the
 // server forgot (a restart) is given up.
-func chaosClient(ctx context.Context, c *swarm.Client, rng *rand.Rand, rec *chaosRecord, gen *atomic.Int64) {
+func chaosClient(ctx context.Context, c *client.Client, rng *rand.Rand, rec *chaosRecord, gen *atomic.Int64) {
 	for ctx.Err() == nil {
 		task := chaosTasks[rng.IntN(len(chaosTasks))]
 		mode := rng.IntN(100)
 		idle := mode >= 85
-		opts := swarm.BeginOptions{TaskID: task, DiscardTimeout: 30 * time.Second}
+		opts := client.BeginOptions{TaskID: task, DiscardTimeout: 30 * time.Second}
 		if idle {
 			opts.DiscardTimeout = 500 * time.Millisecond
 		}
@@ -384,11 +387,11 @@ func chaosClient(ctx context.Context, c *swarm.Client, rng *rand.Rand, rec *chao
 
 // chaosChat makes one completion, retrying connection errors and 5xx; it
 // reports whether the completion was recorded.
-func chaosChat(ctx context.Context, ep *swarm.Episode, task string, rng *rand.Rand) bool {
-	req := swarm.ChatRequest{Messages: []swarm.ChatMessage{{Role: "user", Content: fmt.Sprintf("%s %d", task, rng.IntN(1000))}}, MaxTokens: 4}
+func chaosChat(ctx context.Context, ep *client.Episode, task string, rng *rand.Rand) bool {
+	req := api.ChatRequest{Messages: []api.Message{{Role: "user", Content: fmt.Sprintf("%s %d", task, rng.IntN(1000))}}, MaxTokens: 4}
 	for attempt := range 20 {
 		_, err := ep.Chat().Create(ctx, req)
-		var he *swarm.HTTPError
+		var he *client.HTTPError
 		switch {
 		case err == nil:
 			return true
@@ -403,7 +406,7 @@ func chaosChat(ctx context.Context, ep *swarm.Episode, task string, rng *rand.Ra
 // chaosEnd posts end_episode until it gets an answer that is not a
 // connection error or 5xx, records a 200 and returns the last status (0
 // when none came).
-func chaosEnd(ctx context.Context, c *swarm.Client, ep *swarm.Episode, task string, reward float64, rec *chaosRecord) int {
+func chaosEnd(ctx context.Context, c *client.Client, ep *client.Episode, task string, reward float64, rec *chaosRecord) int {
 	body, _ := json.Marshal(map[string]any{"client_uuid": c.ClientUUID, "episode_uuid": ep.ID, "task_id": task,
 		"workflow_output": map[string]any{"reward": reward, "is_success": reward > 0, "metadata": map[string]any{"task_id": task}}})
 	for attempt := range 20 {
@@ -581,7 +584,7 @@ func finalStepRows(t *testing.T, dir string, final int64) map[int64][]string {
 
 // journaledMsg is an episode still in the journal, with its sequence.
 type journaledMsg struct {
-	swarm.JournaledEpisode
+	api.EpisodeRecord
 	seq uint64
 }
 
@@ -615,7 +618,7 @@ func readEpisodeStream(t *testing.T, cfg bus.Config, model string) []journaledMs
 		if err != nil {
 			t.Fatalf("journal message %d: %v", seq, err)
 		}
-		var je swarm.JournaledEpisode
+		var je api.EpisodeRecord
 		if err := json.Unmarshal(m.Data, &je); err != nil {
 			t.Fatalf("journal message %d: %v", seq, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
 )
 
 func TestCLIConventions(t *testing.T) {
@@ -112,7 +113,7 @@ func TestServeJSONLogsAndPprof(t *testing.T) {
 	u := fmt.Sprintf("http://127.0.0.1:%d", port)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := swarm.NewClient(u).WaitForStatus(ctx, swarm.StatusRolling); err != nil {
+	if err := client.New(u).WaitForStatus(ctx, swarm.StatusRolling); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", pp))

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
 )
 
 // TestMain lets a test run the troupe command as a process of its own (the
@@ -102,8 +104,8 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 	}
 }
 
-func waitRolling(t *testing.T, c *swarm.Client) swarm.EngineStatus {
-	var st swarm.EngineStatus
+func waitRolling(t *testing.T, c *client.Client) api.EngineStatus {
+	var st api.EngineStatus
 	waitFor(t, 60*time.Second, "the server to roll", func() bool {
 		var err error
 		st, err = c.EngineStatus(context.Background())
@@ -113,18 +115,18 @@ func waitRolling(t *testing.T, c *swarm.Client) swarm.EngineStatus {
 }
 
 // finishEpisode claims, chats once and ends one train episode of task.
-func finishEpisode(t *testing.T, c *swarm.Client, task string, reward float64) {
+func finishEpisode(t *testing.T, c *client.Client, task string, reward float64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ep, err := c.BeginEpisode(ctx, swarm.BeginOptions{TaskID: task})
+	ep, err := c.BeginEpisode(ctx, client.BeginOptions{TaskID: task})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ep.Chat().Create(ctx, swarm.ChatRequest{Messages: []swarm.ChatMessage{{Role: "user", Content: "hi " + task}}, MaxTokens: 4}); err != nil {
+	if _, err := ep.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "hi " + task}}, MaxTokens: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.EndEpisode(ctx, ep, task, swarm.WorkflowResult{Reward: reward}); err != nil {
+	if err := c.EndEpisode(ctx, ep, task, client.WorkflowResult{Reward: reward}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -136,7 +138,7 @@ func TestCrashResumesSyncedConfig(t *testing.T) {
 	u, _ := startNATS(t)
 	port := freePort(t)
 	args := []string{"swarm", "serve", "--port", fmt.Sprint(port), "--nats", u}
-	c := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", port))
+	c := client.New(fmt.Sprintf("http://127.0.0.1:%d", port))
 	ctx := context.Background()
 	start := func() {
 		waitFor(t, 60*time.Second, "the server to answer", func() bool {
@@ -186,7 +188,7 @@ func TestCrashResumesJournaledEpisodes(t *testing.T) {
 				u, _ := startNATS(t)
 				args = append(args, "--nats", u)
 			}
-			c := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", port))
+			c := client.New(fmt.Sprintf("http://127.0.0.1:%d", port))
 			srv := startProc(t, args...)
 			waitRolling(t, c)
 			for i, task := range []string{"a", "a", "b"} {
@@ -213,7 +215,7 @@ func TestCrashResumesJournaledEpisodes(t *testing.T) {
 	}
 }
 
-func metricsText(t *testing.T, c *swarm.Client) string {
+func metricsText(t *testing.T, c *client.Client) string {
 	t.Helper()
 	resp, err := http.Get(c.BaseURL + "/metrics")
 	if err != nil {

@@ -15,11 +15,12 @@ import (
 	"strings"
 
 	"github.com/troupe-ml/troupe/device"
-	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
 	"github.com/troupe-ml/troupe/safetensors"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/hfmodel"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 const lmUsage = `usage: troupe lm COMMAND [flags]
@@ -301,12 +302,12 @@ func lmGenerate(args []string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	ids := tok.Encode(text)
-	opts := nn.GenerateOptions{MaxTokens: *maxTokens, Temperature: *temp, TopP: *topP, Seed: *seed, StopTokens: tok.StopTokens()}
+	opts := textgen.GenerateOptions{MaxTokens: *maxTokens, Temperature: *temp, TopP: *topP, Seed: *seed, StopTokens: tok.StopTokens()}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	var emit func(hf.Token)
+	var emit func(textgen.TokenEvent)
 	if !*asJSON {
-		emit = func(t hf.Token) {
+		emit = func(t textgen.TokenEvent) {
 			w.Write(tok.TokenBytes(t.Token))
 			w.Flush()
 		}
@@ -436,7 +437,7 @@ func (o *hfServeOptions) models(port int) ([]spec, func(string) (swarm.Model, er
 		index[sp.model] = i
 	}
 	mk := func(agent string) (swarm.Model, error) {
-		cfg := swarm.HFModelConfig{Name: agent, Base: base, Tokenizer: tok, LR: o.lr,
+		cfg := hfmodel.Config{Name: agent, Base: base, Tokenizer: tok, LR: o.lr,
 			LoRAConfig: hf.LoRAConfig{Rank: o.rank, Alpha: o.alpha, Seed: uint64(index[agent] + 1)}}
 		if len(loras) > 0 {
 			dir := loras[0]
@@ -449,7 +450,7 @@ func (o *hfServeOptions) models(port int) ([]spec, func(string) (swarm.Model, er
 			}
 			cfg.LoRA = ad
 		}
-		m, _, err := swarm.NewHFModel(cfg)
+		m, _, err := hfmodel.New(cfg)
 		return m, err
 	}
 	return specs, mk, base.Close, nil

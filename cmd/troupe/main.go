@@ -23,8 +23,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/troupe-ml/troupe/bus"
+	"github.com/troupe-ml/troupe/internal/httpx"
+	"github.com/troupe-ml/troupe/rl/policies"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/balance"
+	"github.com/troupe-ml/troupe/swarm/lmmodel"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // command is one entry of the subcommand tree: a leaf runs, a group
@@ -203,32 +209,32 @@ func modelsCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var names []string
-	for n := range swarm.Presets {
+	for n := range tabular.Presets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p := swarm.Presets[n]
-		m := swarm.NewTabularPolicy(p)
+		p := tabular.Presets[n]
+		m := policies.NewTabular(p)
 		fmt.Fprintf(stdout, "%-9s tabular order-%d byte policy, %d parameters, %s lr %g\n", n, p.Order, m.NumParams(), p.Optimizer, p.LR)
 	}
 	names = names[:0]
-	for n := range swarm.LMPresets {
+	for n := range lmmodel.Presets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		c := swarm.LMPresets[n]
+		c := lmmodel.Presets[n]
 		fmt.Fprintf(stdout, "%-9s transformer dim %d, %d layers, %d heads, context %d, adam lr %g\n", n, c.LM.Dim, c.LM.Layers, c.LM.Heads, c.LM.MaxLen, c.LR)
 	}
 	return nil
 }
 
 func newModel(name string) (swarm.Model, error) {
-	if _, ok := swarm.LMPresets[name]; ok {
-		return swarm.NewLMPreset(name)
+	if _, ok := lmmodel.Presets[name]; ok {
+		return lmmodel.NewPreset(name)
 	}
-	return swarm.NewPresetModel(name)
+	return tabular.NewPreset(name)
 }
 
 type spec struct {
@@ -450,7 +456,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	if b, err = o.openBus(log); err != nil {
 		return err
 	}
-	var bal *swarm.Balancer // set once every server exists
+	var bal *balance.Balancer // set once every server exists
 	var balMu sync.Mutex
 	for i, sp := range specs {
 		m, err := mk(sp.model)
@@ -483,7 +489,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 			RegistryURL:   "http://" + rs[i].ln.Addr().String(),
 			CheckpointDir: dir, MaxBodyBytes: o.maxBody, MaxRequestTokens: o.maxReq, MaxEpisodeTokens: o.maxEp,
 			MaxOpenPerClient: o.maxPerClient, MaxOpenPerAddress: o.maxPerAddr, MaxDiscardTimeout: o.maxDiscard, MaxAbsReward: o.maxReward,
-			ReadHeaderTimeout: o.readHeader, ReadTimeout: o.read, WriteTimeout: o.write, IdleTimeout: o.idle, Logger: log})
+			Timeouts: httpx.Timeouts{ReadHeader: o.readHeader, Read: o.read, Write: o.write, Idle: o.idle}, Logger: log})
 		if err != nil {
 			return err
 		}
@@ -501,7 +507,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		for i, r := range rs {
 			servers[i] = r.s
 		}
-		nb, err := swarm.NewBalancer(servers, o.balance, 0.1, 0.1/float64(len(servers)))
+		nb, err := balance.New(servers, o.balance, 0.1, 0.1/float64(len(servers)))
 		if err != nil {
 			return fmt.Errorf("--balance-episodes: %w", err)
 		}

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
 )
 
 func freePort(t *testing.T) int {
@@ -28,7 +30,7 @@ func runServe(t *testing.T, args []string, urls []string) func() {
 	done := make(chan error, 1)
 	go func() { done <- serve(args) }()
 	for _, u := range urls {
-		c := swarm.NewClient(u)
+		c := client.New(u)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		if err := c.WaitForStatus(ctx, swarm.StatusRolling); err != nil {
 			cancel()
@@ -59,17 +61,17 @@ func TestServeMultiSIGTERMResume(t *testing.T) {
 		"--autostart", "--batch-size", "1", "--num-repeat", "2"}
 	u1, u2 := fmt.Sprintf("http://127.0.0.1:%d", p1), fmt.Sprintf("http://127.0.0.1:%d", p2)
 	stop := runServe(t, args, []string{u1, u2})
-	c := swarm.NewClient(u1)
+	c := client.New(u1)
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
-		ep, err := c.BeginEpisode(ctx, swarm.BeginOptions{})
+		ep, err := c.BeginEpisode(ctx, client.BeginOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ep.Chat().Create(ctx, swarm.ChatRequest{Messages: []swarm.ChatMessage{{Role: "user", Content: "hi"}}, MaxTokens: 4}); err != nil {
+		if _, err := ep.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "hi"}}, MaxTokens: 4}); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.EndEpisode(ctx, ep, "t", swarm.WorkflowResult{Reward: float64(i)}); err != nil {
+		if err := c.EndEpisode(ctx, ep, "t", client.WorkflowResult{Reward: float64(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,7 +95,7 @@ func TestServeMultiSIGTERMResume(t *testing.T) {
 	stop = runServe(t, args, []string{u1, u2})
 	defer stop()
 	for u, want := range map[string]int64{u1: 1, u2: 0} {
-		st, err := swarm.NewClient(u).EngineStatus(ctx)
+		st, err := client.New(u).EngineStatus(ctx)
 		if err != nil || st.GlobalStep != want {
 			t.Fatalf("%s after restart: %+v %v, want global step %d", u, st, err, want)
 		}

@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/safetensors"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
 )
 
 // buildNATSServer builds nats-server from the module troupe pins.
@@ -68,26 +70,26 @@ func TestRolesSurviveKills(t *testing.T) {
 	trainer := startProc(t, trainArgs...)
 	r1 := startProc(t, rollArgs(r1port)...)
 	startProc(t, rollArgs(r2port)...)
-	tc := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", tport))
-	c1 := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", r1port))
-	c2 := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", r2port))
-	for _, c := range []*swarm.Client{tc, c1, c2} {
+	tc := client.New(fmt.Sprintf("http://127.0.0.1:%d", tport))
+	c1 := client.New(fmt.Sprintf("http://127.0.0.1:%d", r1port))
+	c2 := client.New(fmt.Sprintf("http://127.0.0.1:%d", r2port))
+	for _, c := range []*client.Client{tc, c1, c2} {
 		waitRolling(t, c)
 	}
 
 	var mu sync.Mutex
 	acked := map[string]float64{}
-	finish := func(c *swarm.Client, task string, reward float64) error {
+	finish := func(c *client.Client, task string, reward float64) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		ep, err := c.BeginEpisode(ctx, swarm.BeginOptions{TaskID: task})
+		ep, err := c.BeginEpisode(ctx, client.BeginOptions{TaskID: task})
 		if err != nil {
 			return err
 		}
-		if _, err := ep.Chat().Create(ctx, swarm.ChatRequest{Messages: []swarm.ChatMessage{{Role: "user", Content: task}}, MaxTokens: 4}); err != nil {
+		if _, err := ep.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: task}}, MaxTokens: 4}); err != nil {
 			return err
 		}
-		if err := c.EndEpisode(ctx, ep, task, swarm.WorkflowResult{Reward: reward}); err != nil {
+		if err := c.EndEpisode(ctx, ep, task, client.WorkflowResult{Reward: reward}); err != nil {
 			return err
 		}
 		mu.Lock()
@@ -112,14 +114,14 @@ func TestRolesSurviveKills(t *testing.T) {
 	// A front-end dies with an episode open: that episode was never
 	// acknowledged, and nothing else is lost.
 	ctx := context.Background()
-	ep, err := c1.BeginEpisode(ctx, swarm.BeginOptions{TaskID: "orphan"})
+	ep, err := c1.BeginEpisode(ctx, client.BeginOptions{TaskID: "orphan"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r1.kill()
 	startProc(t, rollArgs(r1port)...)
 	waitRolling(t, c1)
-	if err := c1.EndEpisode(ctx, ep, "orphan", swarm.WorkflowResult{Reward: 1}); err == nil {
+	if err := c1.EndEpisode(ctx, ep, "orphan", client.WorkflowResult{Reward: 1}); err == nil {
 		t.Fatal("a restarted front-end accepted the end of an episode it never handed out")
 	}
 

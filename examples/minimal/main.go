@@ -17,7 +17,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // reward is the part to rewrite: the share of an answer's two characters
@@ -43,7 +46,7 @@ func main() {
 // run serves the model, trains it for steps steps of 16 episodes each and
 // returns the mean reward of every step.
 func run(steps int, out io.Writer) ([]float64, error) {
-	model, err := swarm.NewPresetModel("tiny")
+	model, err := tabular.NewPreset("tiny")
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +61,7 @@ func run(steps int, out io.Writer) ([]float64, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	client := swarm.NewClient(url)
+	cli := client.New(url)
 	temperature := 1.0
 	var curve []float64
 	for step := range steps {
@@ -66,10 +69,10 @@ func run(steps int, out io.Writer) ([]float64, error) {
 		var answer string
 		for i := range train.NumRepeat {
 			seed := int64(step*train.NumRepeat + i) // seeded: every run prints the same
-			res, err := swarm.RunWorkflow(ctx, []*swarm.Client{client}, nil, "letters",
-				func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
-					resp, err := eps[0].Chat().Create(ctx, swarm.ChatRequest{
-						Messages:    []swarm.ChatMessage{{Role: "user", Content: "Write two letters."}},
+			res, err := client.RunWorkflow(ctx, []*client.Client{cli}, nil, "letters",
+				func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
+					resp, err := eps[0].Chat().Create(ctx, api.ChatRequest{
+						Messages:    []api.Message{{Role: "user", Content: "Write two letters."}},
 						MaxTokens:   2,
 						Temperature: &temperature,
 						Seed:        &seed,
@@ -78,7 +81,7 @@ func run(steps int, out io.Writer) ([]float64, error) {
 						return nil, err
 					}
 					answer = resp.Choices[0].Message.Content
-					return []swarm.WorkflowResult{{Reward: reward(answer)}}, nil
+					return []client.WorkflowResult{{Reward: reward(answer)}}, nil
 				})
 			if err != nil {
 				return nil, fmt.Errorf("step %d, episode %d: %w", step, i, err)
@@ -88,7 +91,7 @@ func run(steps int, out io.Writer) ([]float64, error) {
 		mean := sum / float64(train.NumRepeat)
 		curve = append(curve, mean)
 		fmt.Fprintf(out, "step %2d  mean reward %.2f  %-20s  last answer %q\n", step, mean, strings.Repeat("#", int(20*mean)), answer)
-		if err := waitForStep(ctx, client, int64(step+1)); err != nil {
+		if err := waitForStep(ctx, cli, int64(step+1)); err != nil {
 			return nil, err
 		}
 	}
@@ -96,7 +99,7 @@ func run(steps int, out io.Writer) ([]float64, error) {
 }
 
 // waitForStep waits until the server has trained on the step's episodes.
-func waitForStep(ctx context.Context, c *swarm.Client, step int64) error {
+func waitForStep(ctx context.Context, c *client.Client, step int64) error {
 	for {
 		st, err := c.EngineStatus(ctx)
 		if err != nil {

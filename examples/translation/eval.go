@@ -7,9 +7,11 @@ import (
 	"unicode/utf8"
 
 	"examples/translation/grader"
+
 	"github.com/troupe-ml/troupe/eval"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // metrics of one system on the evaluated sentences.
@@ -58,7 +60,7 @@ func generate(lm *nn.LM, tok *tokenizer.Tokenizer, msgs [][]tokenizer.Message, m
 		for j, i := range idx {
 			prompts[j] = all[i]
 		}
-		gens, err := lm.Generate(prompts, nn.GenerateOptions{MaxTokens: maxTok, StopTokens: []int{end}})
+		gens, err := lm.Generate(prompts, textgen.GenerateOptions{MaxTokens: maxTok, StopTokens: []int{end}})
 		if err != nil {
 			return nil, fmt.Errorf("generate: %w", err)
 		}

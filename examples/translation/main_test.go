@@ -18,10 +18,12 @@ import (
 
 	"examples/translation/corpus"
 	"examples/translation/grader"
+
 	"github.com/troupe-ml/troupe/eval"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/lmmodel"
 )
 
 // quickOptions are the command line's options with -quick, as
@@ -584,7 +586,7 @@ func TestServersMode(t *testing.T) {
 	var addrs []string
 	var servers []*swarm.Server
 	for _, preset := range []string{"lm-small", "lm-small"} {
-		m, err := swarm.NewLMPreset(preset)
+		m, err := lmmodel.NewPreset(preset)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
-	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/hfmodel"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // decoder answers a batch of conversations greedily, the evaluation's decoding.
@@ -26,16 +28,16 @@ func hfDecoder(base *hf.Model, tok *hf.Tokenizer, ad *hf.LoRA) decoder {
 	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
 		prompts := make([][]int, len(msgs))
 		for i, conv := range msgs {
-			var sm []swarm.Message
+			var sm []api.Message
 			for _, m := range conv {
-				sm = append(sm, swarm.Message{Role: m.Role, Content: m.Content})
+				sm = append(sm, api.Message{Role: m.Role, Content: m.Content})
 			}
 			var err error
-			if prompts[i], err = (swarm.HFChat{Tok: tok}).ChatPrompt(sm); err != nil {
+			if prompts[i], err = (hfmodel.Chat{Tok: tok}).ChatPrompt(context.Background(), sm, nil); err != nil {
 				return nil, err
 			}
 		}
-		gens, err := base.Generate(context.Background(), ad, prompts, nn.GenerateOptions{MaxTokens: maxTok, StopTokens: tok.StopTokens()}, nil)
+		gens, err := base.Generate(context.Background(), ad, prompts, textgen.GenerateOptions{MaxTokens: maxTok, StopTokens: tok.StopTokens()}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -80,13 +82,13 @@ func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), er
 				return nil, nil, err
 			}
 		}
-		m, pol, err := swarm.NewHFModel(swarm.HFModelConfig{Name: name, Base: l.base, Tokenizer: l.tok,
+		m, pol, err := hfmodel.New(hfmodel.Config{Name: name, Base: l.base, Tokenizer: l.tok,
 			LoRAConfig: hf.LoRAConfig{Rank: 16, Alpha: 32, Seed: o.Seed + uint64(i)}, Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})})
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s model %s: %w", name, dir, err)
 		}
 		w.models[i] = m
-		w.dec[i] = hfDecoder(l.base, l.tok, pol.LoRA)
+		w.dec[i] = hfDecoder(l.base, l.tok, pol.Adapter)
 		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections", name, dir, l.base.Config.Arch, l.base.Config.NumParams())
 	}
 	return w, closeAll, nil

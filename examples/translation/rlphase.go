@@ -16,18 +16,22 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/rl/policies"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/adapter"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/lmmodel"
 )
 
 // rlServers are the RL phase's local swarm servers (none with -servers) and
 // agents 1, 2 and 3's clients.
 type rlServers struct {
 	local    []*swarm.Server
-	clients  []*swarm.Client
+	clients  []*client.Client
 	perRound [2]int64 // train episodes each local server gets per GRPO round
 }
 
@@ -89,17 +93,17 @@ func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
 			s.perRound[i] = int64(cfg.BatchSize * cfg.NumRepeat)
 		}
 	}
-	small := swarm.NewClient("http://" + addrs[0])
-	s.clients = []*swarm.Client{small, swarm.NewClient("http://" + addrs[1]), small}
+	small := client.New("http://" + addrs[0])
+	s.clients = []*client.Client{small, client.New("http://" + addrs[1]), small}
 	logf("swarm servers: small model at %s, larger model at %s", addrs[0], addrs[1])
 	return s, nil
 }
 
-// newLMModel serves lm through a swarm.Adapter trained by GRPO with plain
+// newLMModel serves lm through a adapter.Adapter trained by GRPO with plain
 // SGD (on the validation split, steps in proportion to the gradient beat
 // AdamW's), a k3 KL penalty to lm as it is now when klCoef > 0, and with
 // maskFirst each sampled answer's first token as context (firstAsContext).
-func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef float64, cfg rl.GRPOConfig, maskFirst bool) (*swarm.Adapter, error) {
+func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef float64, cfg rl.GRPOConfig, maskFirst bool) (*adapter.Adapter, error) {
 	if klCoef > 0 {
 		ref := nn.NewLM(nn.NewStore(0), lm.Config) // never stepped: its trainer only computes log-probabilities
 		for _, p := range lm.Store.Params() {
@@ -110,13 +114,13 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef flo
 	}
 	opt := nn.NewSGD(nn.Constant(lr), 0)
 	tj, _ := tok.MarshalJSON()
-	return swarm.NewAdapter(swarm.AdapterConfig{
+	return adapter.New(adapter.Config{
 		Name:      name,
-		Tokenizer: tailChat{swarm.TokenizerChat{Tok: tok}, lm.Config.MaxLen - 4},
-		Sampler:   swarm.NewLMSampler(lm, tok.MustSpecialID(tokenizer.End)),
+		Tokenizer: tailChat{lmmodel.TokenizerChat{Tok: tok}, lm.Config.MaxLen - 4},
+		Sampler:   lmmodel.NewSampler(lm, tok.MustSpecialID(tokenizer.End)),
 		Policy:    policies.NewLM(lm, nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})),
 		Trainer:   rl.NewGRPO(cfg),
-		State:     &swarm.LMState{Store: lm.Store, Opt: opt, Meta: map[string]string{"tokenizer": string(tj)}},
+		State:     &adapter.StoreState{Store: lm.Store, Opt: opt, Meta: map[string]string{"tokenizer": string(tj)}},
 		MaxLen:    lm.Config.MaxLen,
 		Prepare: func(batch []rl.Sample) (kept []rl.Sample, dropped int) {
 			for _, s := range batch {
@@ -138,12 +142,12 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef flo
 // tailChat keeps the last n tokens of an over-long chat prompt, the open
 // assistant turn, as the evaluation does.
 type tailChat struct {
-	swarm.TokenizerChat
+	lmmodel.TokenizerChat
 	n int
 }
 
-func (t tailChat) ChatPrompt(msgs []swarm.Message) ([]int, error) {
-	p, err := t.TokenizerChat.ChatPrompt(msgs)
+func (t tailChat) ChatPrompt(ctx context.Context, msgs []api.Message, tools []api.Tool) ([]int, error) {
+	p, err := t.TokenizerChat.ChatPrompt(ctx, msgs, tools)
 	if len(p) > t.n {
 		p = p[len(p)-t.n:]
 	}

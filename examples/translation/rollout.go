@@ -7,8 +7,10 @@ import (
 	"sync"
 
 	"examples/translation/grader"
+
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
-	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
 )
 
 // workflowRun is the outcome of one three-agent rollout.
@@ -18,10 +20,10 @@ type workflowRun struct {
 }
 
 // chat asks an episode's model for one answer.
-func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxTok int, temp float64, seed int64) (string, error) {
-	req := swarm.ChatRequest{Model: "m", MaxTokens: maxTok, Temperature: &temp, Seed: &seed}
+func chat(ctx context.Context, ep *client.Episode, msgs []tokenizer.Message, maxTok int, temp float64, seed int64) (string, error) {
+	req := api.ChatRequest{Model: "m", MaxTokens: maxTok, Temperature: &temp, Seed: &seed}
 	for _, m := range msgs {
-		req.Messages = append(req.Messages, swarm.ChatMessage{Role: m.Role, Content: m.Content})
+		req.Messages = append(req.Messages, api.Message{Role: m.Role, Content: m.Content})
 	}
 	resp, err := ep.Chat().Create(ctx, req)
 	if err != nil {
@@ -36,8 +38,8 @@ func chat(ctx context.Context, ep *swarm.Episode, msgs []tokenizer.Message, maxT
 // rolloutWorkflow runs the three agents on t, each in its own episode so
 // that credit is per turn (agent 1's tokens do not get the final
 // translation's advantage), each model rewarded by its own grader.
-func (e *env) rolloutWorkflow(t task, seed int64) swarm.Workflow {
-	return func(ctx context.Context, eps []*swarm.Episode) ([]swarm.WorkflowResult, error) {
+func (e *env) rolloutWorkflow(t task, seed int64) client.Workflow {
+	return func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
 		var w workflowRun
 		var err error
 		if w.Rough, err = chat(ctx, eps[0], msgsTranslate(t.En), e.maxTok, e.rlTemp, seed); err != nil {
@@ -55,7 +57,7 @@ func (e *env) rolloutWorkflow(t task, seed int64) swarm.Workflow {
 		w.Quality = e.qg.Grade(t.En, t.Ref, w.Final)
 		q1 := e.qg.GradeText(t.En, t.Ref, w.Rough, grader.Result{})
 		det, final := e.trainRewards(t, w)
-		return []swarm.WorkflowResult{
+		return []client.WorkflowResult{
 			{Reward: q1.Normalised, IsSuccess: q1.Normalised >= 0.5, Metadata: map[string]any{"issues": q1.Issues, "rough": w.Rough}},
 			{Reward: det, IsSuccess: w.Detect.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Detect.Issues, "detection": w.Detection, "detection_score": w.Detect.Normalised}},
 			{Reward: final, IsSuccess: w.Quality.Normalised >= 0.5, Metadata: map[string]any{"issues": w.Quality.Issues, "final": w.Final, "quality": w.Quality.Normalised}},
@@ -74,12 +76,12 @@ func (e *env) trainRewards(t task, w workflowRun) (det, final float64) {
 
 // beginOptions gives each episode its GRPO group. Agent 1's is not trained
 // on: that lowers agent 3's copying, which the same weights serve.
-func beginOptions(taskID string) []swarm.BeginOptions {
-	return []swarm.BeginOptions{{TaskID: taskID + "/agent1", Type: swarm.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent3"}}
+func beginOptions(taskID string) []client.BeginOptions {
+	return []client.BeginOptions{{TaskID: taskID + "/agent1", Type: api.EpisodeEval}, {TaskID: taskID + "/agent2"}, {TaskID: taskID + "/agent3"}}
 }
 
 // rlRound runs len(tasks) × repeats workflows concurrently: agents 3's and 2's mean scores.
-func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task, repeats int, r *rand.Rand, round int) (small, large float64, err error) {
+func (e *env) rlRound(ctx context.Context, clients []*client.Client, tasks []task, repeats int, r *rand.Rand, round int) (small, large float64, err error) {
 	// Summed in index order, not in the order the rollouts finish.
 	res := make([]struct {
 		small, large float64
@@ -91,7 +93,7 @@ func (e *env) rlRound(ctx context.Context, clients []*swarm.Client, tasks []task
 		for k := range repeats {
 			seed, slot := r.Int64(), &res[ti*repeats+k]
 			wg.Go(func() {
-				out, err := swarm.RunWorkflow(ctx, clients, beginOptions(taskID), taskID, e.rolloutWorkflow(t, seed))
+				out, err := client.RunWorkflow(ctx, clients, beginOptions(taskID), taskID, e.rolloutWorkflow(t, seed))
 				if slot.err = err; err == nil { // the graders' scores, not the difference rewards
 					slot.small, slot.large = out[2].Metadata["quality"].(float64), out[1].Metadata["detection_score"].(float64)
 				}

@@ -16,6 +16,7 @@ import (
 
 	"examples/translation/corpus"
 	"examples/translation/grader"
+
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/swarm"

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/troupe-ml/troupe/tensor"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // span is one sequence's run of consecutive rows in a forward pass.
@@ -14,21 +15,39 @@ type span struct {
 	// pos0 and receives this span's; nil in training, where a span starts
 	// at position 0 and attends to its own rows.
 	cache *kvCache
+	// ad is the span's LoRA adapter (nil: the base). Spans with the same
+	// adapter are contiguous, so each adapter's low-rank product runs
+	// once over its rows.
+	ad *LoRA
 }
 
 // kvCache is one sequence's keys (after RoPE) and values, per layer,
 // positions × KVDim.
 type kvCache struct {
 	k, v [][]float32
+	kvd  int
 }
 
 func newKVCache(c Config, capacity int) *kvCache {
-	kc := &kvCache{k: make([][]float32, c.Layers), v: make([][]float32, c.Layers)}
+	kc := &kvCache{k: make([][]float32, c.Layers), v: make([][]float32, c.Layers), kvd: c.KVDim()}
 	for l := range kc.k {
 		kc.k[l] = make([]float32, 0, capacity*c.KVDim())
 		kc.v[l] = make([]float32, 0, capacity*c.KVDim())
 	}
 	return kc
+}
+
+// Len implements textgen.Cache.
+func (kc *kvCache) Len() int { return len(kc.k[0]) / kc.kvd }
+
+// Fork implements textgen.Cache.
+func (kc *kvCache) Fork() textgen.Cache {
+	f := &kvCache{k: make([][]float32, len(kc.k)), v: make([][]float32, len(kc.v)), kvd: kc.kvd}
+	for l := range kc.k {
+		f.k[l] = append(make([]float32, 0, cap(kc.k[l])), kc.k[l]...)
+		f.v[l] = append(make([]float32, 0, cap(kc.v[l])), kc.v[l]...)
+	}
+	return f
 }
 
 // layerActs is what backward needs of one layer's forward pass.
@@ -54,9 +73,10 @@ type acts struct {
 }
 
 // forward runs the decoder over toks laid out as spans and returns the
-// final normed hidden states (len(toks)×Hidden). With save non-nil it keeps
-// what backward needs; ad (may be nil) adds LoRA deltas.
-func (m *Model) forward(ad *LoRA, toks []int, spans []span, save *acts) []float32 {
+// final normed hidden states (len(toks)×Hidden). With save non-nil (one
+// adapter for all spans) it keeps what backward needs; each span's adapter
+// (may be nil) adds its LoRA deltas to its rows.
+func (m *Model) forward(toks []int, spans []span, save *acts) []float32 {
 	c := m.Config
 	N, H := len(toks), c.Hidden
 	QD, KVD, I := c.QDim(), c.KVDim(), c.Intermediate
@@ -82,9 +102,9 @@ func (m *Model) forward(ad *LoRA, toks []int, spans []span, save *acts) []float3
 		q := make([]float32, N*QD)
 		k := make([]float32, N*KVD)
 		v := make([]float32, N*KVD)
-		m.linear(ad, l, QProj, q, h, N, sa)
-		m.linear(ad, l, KProj, k, h, N, sa)
-		m.linear(ad, l, VProj, v, h, N, sa)
+		m.linear(spans, l, QProj, q, h, N, sa)
+		m.linear(spans, l, KProj, k, h, N, sa)
+		m.linear(spans, l, VProj, v, h, N, sa)
 		if sa != nil {
 			sa.h1, sa.rstd1 = append([]float32(nil), h...), append([]float32(nil), rstd...)
 		}
@@ -112,7 +132,7 @@ func (m *Model) forward(ad *LoRA, toks []int, spans []span, save *acts) []float3
 		if sa != nil {
 			sa.q, sa.k, sa.v, sa.o = q, k, v, o
 		}
-		m.linear(ad, l, OProj, tmp, o, N, sa)
+		m.linear(spans, l, OProj, tmp, o, N, sa)
 		tensor.VecAdd(x, x, tmp)
 		if sa != nil {
 			sa.xm = append([]float32(nil), x...)
@@ -120,13 +140,13 @@ func (m *Model) forward(ad *LoRA, toks []int, spans []span, save *acts) []float3
 		rmsNorm(h, rstd, x, L.postNorm, N, H, eps)
 		gate := make([]float32, N*I)
 		up := make([]float32, N*I)
-		m.linear(ad, l, GateProj, gate, h, N, sa)
-		m.linear(ad, l, UpProj, up, h, N, sa)
+		m.linear(spans, l, GateProj, gate, h, N, sa)
+		m.linear(spans, l, UpProj, up, h, N, sa)
 		a := make([]float32, N*I)
 		tensor.VecSigmoid(a, gate) // a = silu(gate)·up = gate·σ(gate)·up
 		tensor.VecMul(a, a, gate)
 		tensor.VecMul(a, a, up)
-		m.linear(ad, l, DownProj, tmp, a, N, sa)
+		m.linear(spans, l, DownProj, tmp, a, N, sa)
 		tensor.VecAdd(x, x, tmp)
 		if sa != nil {
 			sa.h2, sa.rstd2 = append([]float32(nil), h...), append([]float32(nil), rstd...)
@@ -141,25 +161,37 @@ func (m *Model) forward(ad *LoRA, toks []int, spans []span, save *acts) []float3
 	return hf
 }
 
-// linear computes y = x·Wᵀ + b (+ the adapter's scaled x·Aᵀ·Bᵀ) for
-// projection p of layer l over n rows, keeping x·Aᵀ for backward.
-func (m *Model) linear(ad *LoRA, l int, p Proj, y, x []float32, n int, sa *layerActs) {
+// linear computes y = x·Wᵀ + b (+ each span's adapter's scaled x·Aᵀ·Bᵀ on
+// its rows) for projection p of layer l over n rows: the base product runs
+// once over all rows, each adapter's low-rank product over its run of
+// spans (segmented, as Punica's BGMV does for a batch of adapters). With
+// sa, the one adapter's x·Aᵀ is kept for backward.
+func (m *Model) linear(spans []span, l int, p Proj, y, x []float32, n int, sa *layerActs) {
 	L := &m.layers[l]
 	w := &L.proj[p]
 	w.MulT(y, x, n, 0)
 	if b := L.bias[p]; b != nil {
 		tensor.AddRowVec(y, y, b, n, w.Rows)
 	}
-	mod := ad.module(l, p)
-	if mod == nil {
-		return
-	}
-	r := ad.Config.Rank
-	u := make([]float32, n*r)
-	tensor.Gemm(false, true, n, r, w.Cols, 1, x, w.Cols, mod.A.Data(), w.Cols, 0, u, r)
-	tensor.Gemm(false, true, n, w.Rows, r, ad.scale, u, r, mod.B.Data(), r, 1, y, w.Rows)
-	if sa != nil {
-		sa.u[p] = u
+	for i := 0; i < len(spans); {
+		ad := spans[i].ad
+		j := i + 1
+		for j < len(spans) && spans[j].ad == ad {
+			j++
+		}
+		lo, hi := spans[i].off, spans[j-1].off+spans[j-1].n
+		i = j
+		mod := ad.module(l, p)
+		if mod == nil {
+			continue
+		}
+		r, rows := ad.Config.Rank, hi-lo
+		u := make([]float32, rows*r)
+		tensor.Gemm(false, true, rows, r, w.Cols, 1, x[lo*w.Cols:], w.Cols, mod.A.Data(), w.Cols, 0, u, r)
+		tensor.Gemm(false, true, rows, w.Rows, r, ad.scale, u, r, mod.B.Data(), r, 1, y[lo*w.Rows:], w.Rows)
+		if sa != nil {
+			sa.u[p] = u
+		}
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/safetensors"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // tinyConfigs are small configurations of each architecture, each with the
@@ -160,7 +160,7 @@ func TestGenerateMatchesScoring(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			prompts := [][]int{randomIDs(rng, 5, c.Vocab), randomIDs(rng, 17, c.Vocab), randomIDs(rng, 1, c.Vocab)}
 			for _, temp := range []float64{0, 1} {
-				opts := nn.GenerateOptions{MaxTokens: 20, Temperature: temp, Seed: 42, TopLogProbs: 3}
+				opts := textgen.GenerateOptions{MaxTokens: 20, Temperature: temp, Seed: 42, TopLogProbs: 3}
 				gens, err := m.Generate(context.Background(), ad, prompts, opts, nil)
 				if err != nil {
 					t.Fatal(err)

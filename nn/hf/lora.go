@@ -20,8 +20,12 @@ import (
 // LoRAConfig configures low-rank adapters (Hu et al. 2021) with PEFT's
 // options: each targeted projection y = x·Wᵀ becomes
 // y = x·Wᵀ + (Alpha/Rank)·x·Aᵀ·Bᵀ with A of Rank×in and B of out×Rank.
+// Zero fields take the defaults of WithDefaults.
 type LoRAConfig struct {
-	Rank  int
+	// Rank is r (DefaultLoRARank when zero).
+	Rank int
+	// Alpha is lora_alpha (twice the rank when zero, the common choice
+	// that keeps the update's scale at 2 whatever the rank).
 	Alpha float64
 	// Targets are PEFT's target_modules: q_proj, k_proj, v_proj, o_proj,
 	// gate_proj, up_proj, down_proj. Empty: all seven.
@@ -34,6 +38,24 @@ type LoRAConfig struct {
 
 // DefaultTargets are all seven projections of a block.
 var DefaultTargets = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+// DefaultLoRARank is LoRAConfig.Rank when zero.
+const DefaultLoRARank = 16
+
+// WithDefaults fills c's zero fields: Rank DefaultLoRARank, Alpha twice the
+// rank, Targets DefaultTargets.
+func (c LoRAConfig) WithDefaults() LoRAConfig {
+	if c.Rank == 0 {
+		c.Rank = DefaultLoRARank
+	}
+	if c.Alpha == 0 {
+		c.Alpha = 2 * float64(c.Rank)
+	}
+	if len(c.Targets) == 0 {
+		c.Targets = DefaultTargets
+	}
+	return c
+}
 
 // loraModule is one adapted projection.
 type loraModule struct {
@@ -52,18 +74,13 @@ type LoRA struct {
 	scale float32
 }
 
-// NewLoRA makes adapters for base, initialised as PEFT does: A from
+// NewLoRA makes adapters for base (cfg.WithDefaults()), initialised as PEFT does: A from
 // Kaiming-uniform (bound 1/√in), B zero, so the adapted model starts equal
 // to the base.
 func NewLoRA(base *Model, cfg LoRAConfig) (*LoRA, error) {
-	if cfg.Rank <= 0 {
+	cfg = cfg.WithDefaults()
+	if cfg.Rank < 0 {
 		return nil, fmt.Errorf("hf: LoRA rank must be positive, got %d", cfg.Rank)
-	}
-	if cfg.Alpha == 0 {
-		cfg.Alpha = float64(cfg.Rank)
-	}
-	if len(cfg.Targets) == 0 {
-		cfg.Targets = DefaultTargets
 	}
 	targets := map[Proj]bool{}
 	for _, t := range cfg.Targets {

@@ -3,8 +3,10 @@ package hf
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"strconv"
+	"unsafe"
 
 	"github.com/troupe-ml/troupe/safetensors"
 	"github.com/troupe-ml/troupe/tensor"
@@ -290,4 +292,37 @@ func vector(st tensorSource, name string, n int) ([]float32, error) {
 		return nil, fmt.Errorf("tensor %s: %w", name, err)
 	}
 	return v, nil
+}
+
+// Checksum is an FNV-1a hash of every weight of the model, bit for bit:
+// equal before and after training shows that the base was not written.
+func (m *Model) Checksum() uint64 {
+	h := fnv.New64a()
+	floats := func(v []float32) {
+		if len(v) > 0 {
+			h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)))
+		}
+	}
+	mat := func(w *Matrix) {
+		if w.F32 != nil {
+			floats(w.F32)
+		} else if len(w.Half) > 0 {
+			h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&w.Half[0])), 2*len(w.Half)))
+		}
+	}
+	mat(&m.embed)
+	mat(m.head)
+	floats(m.norm)
+	for l := range m.layers {
+		L := &m.layers[l]
+		floats(L.inNorm)
+		floats(L.postNorm)
+		floats(L.qNorm)
+		floats(L.kNorm)
+		for p := range L.proj {
+			mat(&L.proj[p])
+			floats(L.bias[p])
+		}
+	}
+	return h.Sum64()
 }

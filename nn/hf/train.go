@@ -124,9 +124,17 @@ func (m *Model) TokenLogProbs(ad *LoRA, seqs []Seq) ([][]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	hf := m.forward(ad, toks, spans, nil)
+	hf := m.forward(toks, withAdapter(spans, ad), nil)
 	logp, _ := m.scoreRows(hf, rows, targets, false)
 	return splitSeqs(logp, seqs), nil
+}
+
+// withAdapter sets every span's adapter to ad.
+func withAdapter(spans []span, ad *LoRA) []span {
+	for i := range spans {
+		spans[i].ad = ad
+	}
+	return spans
 }
 
 func splitSeqs(flat []float32, seqs []Seq) [][]float32 {
@@ -153,7 +161,7 @@ func (m *Model) ForwardBackward(ad *LoRA, seqs []Seq, loss func(logp [][]float32
 		return 0, err
 	}
 	var save acts
-	hf := m.forward(ad, toks, spans, &save)
+	hf := m.forward(toks, withAdapter(spans, ad), &save)
 	logp, lsm := m.scoreRows(hf, rows, targets, true)
 	l, grad := loss(splitSeqs(logp, seqs))
 	if math.IsNaN(l) || math.IsInf(l, 0) {

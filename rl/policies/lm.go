@@ -6,6 +6,7 @@ import (
 
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // LM adapts a language model of package nn to rl.Policy: a Sample's Prompt
@@ -106,7 +107,7 @@ func (p *LM) Version() int64 { return p.version }
 // those of the tempered distribution at opts.Temperature), the temperature
 // and the current Version; rewards are left to the caller. Generations
 // without tokens are left out.
-func (p *LM) Sample(prompts [][]int, taskIDs []string, opts nn.GenerateOptions) ([]rl.Sample, error) {
+func (p *LM) Sample(prompts [][]int, taskIDs []string, opts textgen.GenerateOptions) ([]rl.Sample, error) {
 	if len(taskIDs) != len(prompts) {
 		return nil, fmt.Errorf("policies: LM.Sample: %d task ids for %d prompts", len(taskIDs), len(prompts))
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/rl/policies"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // The LM task: after the prompt [0, 14+k] the rewarded continuation is
@@ -41,7 +42,7 @@ func newLMPolicy(seed uint64, lr float64) *policies.LM {
 // generation equal the policy's LogProbs for the same tokens.
 func TestLMPolicyLogProbsMatchGeneration(t *testing.T) {
 	p := newLMPolicy(7, 1e-3)
-	batch, err := p.Sample([][]int{{0, 1}, {0, 2, 5}}, []string{"a", "b"}, nn.GenerateOptions{Temperature: 1, MaxTokens: lmGen, Seed: 3})
+	batch, err := p.Sample([][]int{{0, 1}, {0, 2, 5}}, []string{"a", "b"}, textgen.GenerateOptions{Temperature: 1, MaxTokens: lmGen, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestLMGRPO(t *testing.T) {
 				ids = append(ids, fmt.Sprintf("%d/%s", k, tag))
 			}
 		}
-		b, err := p.Sample(prompts, ids, nn.GenerateOptions{Temperature: 1, MaxTokens: lmGen, Seed: seed})
+		b, err := p.Sample(prompts, ids, textgen.GenerateOptions{Temperature: 1, MaxTokens: lmGen, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +128,7 @@ func TestLMGRPO(t *testing.T) {
 	}
 	t.Logf("sampled reward: chance %.3f → %.3f (max 1) after %d GRPO updates of %d samples", start, final, iters, per*len(lmPatterns))
 	for k := range lmPatterns {
-		g, _ := p.Model.Generate([][]int{lmPrompt(k)}, nn.GenerateOptions{MaxTokens: lmGen})
+		g, _ := p.Model.Generate([][]int{lmPrompt(k)}, textgen.GenerateOptions{MaxTokens: lmGen})
 		t.Logf("prompt %v: greedy %v, target %v", lmPrompt(k), g[0].Tokens, lmPatterns[k])
 	}
 	if start > 0.3 {
@@ -170,7 +171,7 @@ func TestLMPolicyNonFiniteLossSkipsStep(t *testing.T) {
 func TestLMPolicyTempered(t *testing.T) {
 	hot, cold := newLMPolicy(7, 1e-3), newLMPolicy(7, 1e-3)
 	cold.Tempered = true
-	opts := nn.GenerateOptions{Temperature: 0.5, MaxTokens: lmGen, Seed: 3}
+	opts := textgen.GenerateOptions{Temperature: 0.5, MaxTokens: lmGen, Seed: 3}
 	prompts := [][]int{{0, 1}, {0, 2, 5}}
 	a, err := hot.Sample(prompts, []string{"a", "b"}, opts)
 	if err != nil {

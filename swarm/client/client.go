@@ -1,4 +1,4 @@
-package swarm
+package client
 
 import (
 	"bufio"
@@ -12,6 +12,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/internal/ids"
 )
 
 // Backoff is an exponential back-off schedule.
@@ -51,7 +54,7 @@ type HTTPError struct {
 	Body   string
 }
 
-func (e *HTTPError) Error() string { return fmt.Sprintf("swarm: HTTP %d: %s", e.Status, e.Body) }
+func (e *HTTPError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Body) }
 
 // Client speaks the swarm protocol to one server. Its zero value is not
 // usable; create it with NewClient.
@@ -68,9 +71,9 @@ type Client struct {
 	Backoff Backoff
 }
 
-// NewClient returns a client with a fresh client UUID.
-func NewClient(baseURL string) *Client {
-	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), ClientUUID: newUUID(), HTTP: &http.Client{Timeout: 60 * time.Second}}
+// New returns a client with a fresh client UUID.
+func New(baseURL string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), ClientUUID: ids.UUID(), HTTP: &http.Client{Timeout: 60 * time.Second}}
 }
 
 func (c *Client) post(ctx context.Context, path string, in, out any, admin bool) error {
@@ -104,22 +107,15 @@ func (c *Client) do(req *http.Request, out any) error {
 	}
 	if out != nil {
 		if err := json.Unmarshal(body, out); err != nil {
-			return fmt.Errorf("swarm: decoding %s response: %w", req.URL.Path, err)
+			return fmt.Errorf("client: decoding %s response: %w", req.URL.Path, err)
 		}
 	}
 	return nil
 }
 
-// EngineStatus is the answer of GET /get_engine_status.
-type EngineStatus struct {
-	Status     string `json:"engine_status"`
-	Detail     string `json:"engine_status_detail"`
-	GlobalStep int64  `json:"global_step"`
-}
-
 // EngineStatus fetches the engine status.
-func (c *Client) EngineStatus(ctx context.Context) (EngineStatus, error) {
-	var st EngineStatus
+func (c *Client) EngineStatus(ctx context.Context) (api.EngineStatus, error) {
+	var st api.EngineStatus
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/get_engine_status", nil)
 	if err != nil {
 		return st, err
@@ -143,9 +139,9 @@ func (c *Client) StartEngine(ctx context.Context) error {
 		return err
 	}
 	if !out.Success {
-		return fmt.Errorf("swarm: start_engine: %s", out.Error)
+		return fmt.Errorf("client: start_engine: %s", out.Error)
 	}
-	return c.WaitForStatus(ctx, StatusRolling)
+	return c.WaitForStatus(ctx, api.StatusRolling)
 }
 
 // StopEngine stops the engine.
@@ -161,14 +157,14 @@ func (c *Client) WaitForStatus(ctx context.Context, status string) error {
 			return nil
 		}
 		if err := sleepCtx(ctx, c.Backoff.delay(attempt)); err != nil {
-			return fmt.Errorf("swarm: waiting for %s: %w", status, err)
+			return fmt.Errorf("client: waiting for %s: %w", status, err)
 		}
 	}
 }
 
 // BeginOptions configures BeginEpisode.
 type BeginOptions struct {
-	// Type is EpisodeTrain (default) or EpisodeEval.
+	// Type is api.EpisodeTrain (default) or api.EpisodeEval.
 	Type string
 	// DiscardTimeout is the idle time after which the server reclaims the
 	// episode (240 s when zero, AgentJet's default).
@@ -198,7 +194,7 @@ func (e *Episode) Client() *Client { return e.client }
 // quota (429), until ctx ends.
 func (c *Client) BeginEpisode(ctx context.Context, o BeginOptions) (*Episode, error) {
 	if o.Type == "" {
-		o.Type = EpisodeTrain
+		o.Type = api.EpisodeTrain
 	}
 	if o.DiscardTimeout <= 0 {
 		o.DiscardTimeout = 240 * time.Second
@@ -209,7 +205,7 @@ func (c *Client) BeginEpisode(ctx context.Context, o BeginOptions) (*Episode, er
 	}
 	var last string
 	for attempt := 0; ; attempt++ {
-		var resp claimResponse
+		var resp api.ClaimResponse
 		err := c.post(ctx, "/claim_episode", req, &resp, false)
 		var he *HTTPError
 		switch {
@@ -220,12 +216,12 @@ func (c *Client) BeginEpisode(ctx context.Context, o BeginOptions) (*Episode, er
 		case errors.As(err, &he) && he.Status == http.StatusTooManyRequests:
 			last = he.Body // this client's open-episode quota: wait for one of its episodes to end
 		case errors.As(err, &he) && he.Status/100 == 4:
-			return nil, fmt.Errorf("swarm: claim_episode refused: %w", err)
+			return nil, fmt.Errorf("client: claim_episode refused: %w", err)
 		default:
 			last = err.Error()
 		}
 		if err := sleepCtx(ctx, c.Backoff.delay(attempt)); err != nil {
-			return nil, fmt.Errorf("swarm: begin episode (last cause: %s): %w", last, err)
+			return nil, fmt.Errorf("client: begin episode (last cause: %s): %w", last, err)
 		}
 	}
 }
@@ -234,8 +230,8 @@ func (c *Client) BeginEpisode(ctx context.Context, o BeginOptions) (*Episode, er
 // are retried; a 409 "already ended" after a retry counts as success (the
 // first attempt reached the server).
 func (c *Client) EndEpisode(ctx context.Context, ep *Episode, taskID string, out WorkflowResult) error {
-	if !finite(out.Reward) {
-		return fmt.Errorf("swarm: end episode %s: reward %v is not finite", ep.ID, out.Reward)
+	if math.IsNaN(out.Reward) || math.IsInf(out.Reward, 0) {
+		return fmt.Errorf("client: end episode %s: reward %v is not finite", ep.ID, out.Reward)
 	}
 	meta := map[string]any{}
 	for k, v := range out.Metadata {
@@ -253,13 +249,13 @@ func (c *Client) EndEpisode(ctx context.Context, ep *Episode, taskID string, out
 		case errors.As(err, &he) && he.Status == http.StatusConflict && attempt > 0 && strings.Contains(he.Body, "already ended"):
 			return nil
 		case errors.As(err, &he) && he.Status/100 == 4:
-			return fmt.Errorf("swarm: end episode %s: %w", ep.ID, err)
+			return fmt.Errorf("client: end episode %s: %w", ep.ID, err)
 		}
 		if attempt >= 8 {
-			return fmt.Errorf("swarm: end episode %s: %w", ep.ID, err)
+			return fmt.Errorf("client: end episode %s: %w", ep.ID, err)
 		}
 		if err := sleepCtx(ctx, c.Backoff.delay(attempt)); err != nil {
-			return fmt.Errorf("swarm: end episode %s: %w", ep.ID, err)
+			return fmt.Errorf("client: end episode %s: %w", ep.ID, err)
 		}
 	}
 }
@@ -280,7 +276,7 @@ func (c *Client) AbortEpisode(ctx context.Context, ep *Episode) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("swarm: abort episode %s: %w", ep.ID, err)
+		return fmt.Errorf("client: abort episode %s: %w", ep.ID, err)
 	}
 	return nil
 }
@@ -308,44 +304,7 @@ type ChatClient struct {
 	HTTP    *http.Client
 }
 
-// ChatRequest is a chat-completions request.
-type ChatRequest struct {
-	Model       string        `json:"model"`
-	Messages    []ChatMessage `json:"messages"`
-	MaxTokens   int           `json:"max_tokens,omitempty"`
-	Temperature *float64      `json:"temperature,omitempty"`
-	TopP        *float64      `json:"top_p,omitempty"`
-	N           int           `json:"n,omitempty"`
-	Stop        []string      `json:"stop,omitempty"`
-	Seed        *int64        `json:"seed,omitempty"`
-	Logprobs    bool          `json:"logprobs,omitempty"`
-	TopLogprobs int           `json:"top_logprobs,omitempty"`
-	Stream      bool          `json:"stream,omitempty"`
-	// StreamOptions is sent only by Stream.
-	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
-	// AssistantPrefix forces the start of the answer (troupe's extension,
-	// not OpenAI's; see the package doc, "Forced prefixes"): the response's
-	// content is the continuation after it.
-	AssistantPrefix string `json:"assistant_prefix,omitempty"`
-	// AssistantContext is answer text given before AssistantPrefix
-	// (troupe's extension; see the package doc, "Forced prefixes"): it
-	// extends the recorded sample's prompt, so that the prefix is trained
-	// as an action taken after it. It needs AssistantPrefix.
-	AssistantContext string `json:"assistant_context,omitempty"`
-	// Tools are the functions the model may call (a model that implements
-	// ToolChatPrompter); calls come back in ChatMessage.ToolCalls.
-	Tools []ChatTool `json:"tools,omitempty"`
-	// ToolChoice is "auto" (the default with tools) or "none".
-	ToolChoice string `json:"tool_choice,omitempty"`
-}
-
-// StreamOptions are the stream_options of a streaming request.
-type StreamOptions struct {
-	// IncludeUsage asks for a last chunk with the token usage and no choices.
-	IncludeUsage bool `json:"include_usage"`
-}
-
-func (cc *ChatClient) newRequest(ctx context.Context, req ChatRequest) (*http.Request, error) {
+func (cc *ChatClient) newRequest(ctx context.Context, req api.ChatRequest) (*http.Request, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -360,13 +319,13 @@ func (cc *ChatClient) newRequest(ctx context.Context, req ChatRequest) (*http.Re
 }
 
 // Create sends a non-streaming request.
-func (cc *ChatClient) Create(ctx context.Context, req ChatRequest) (*ChatResponse, error) {
+func (cc *ChatClient) Create(ctx context.Context, req api.ChatRequest) (*api.ChatResponse, error) {
 	req.Stream, req.StreamOptions = false, nil
 	hr, err := cc.newRequest(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	var out ChatResponse
+	var out api.ChatResponse
 	if err := (&Client{HTTP: cc.HTTP}).do(hr, &out); err != nil {
 		return nil, err
 	}
@@ -377,7 +336,7 @@ func (cc *ChatClient) Create(ctx context.Context, req ChatRequest) (*ChatRespons
 // arrives. An error event in the stream (the server could not finish or
 // record the completion) is returned as an *HTTPError with status 0 and the
 // event as Body.
-func (cc *ChatClient) Stream(ctx context.Context, req ChatRequest, f func(ChatChunk) error) error {
+func (cc *ChatClient) Stream(ctx context.Context, req api.ChatRequest, f func(api.ChatChunk) error) error {
 	req.Stream = true
 	hr, err := cc.newRequest(ctx, req)
 	if err != nil {
@@ -404,11 +363,11 @@ func (cc *ChatClient) Stream(ctx context.Context, req ChatRequest, f func(ChatCh
 			return nil
 		}
 		var ev struct {
-			ChatChunk
+			api.ChatChunk
 			Error json.RawMessage `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return fmt.Errorf("swarm: bad stream chunk: %w", err)
+			return fmt.Errorf("client: bad stream chunk: %w", err)
 		}
 		if len(ev.Error) > 0 && string(ev.Error) != "null" {
 			return &HTTPError{Body: data}
@@ -420,7 +379,7 @@ func (cc *ChatClient) Stream(ctx context.Context, req ChatRequest, f func(ChatCh
 	if err := sc.Err(); err != nil {
 		return err
 	}
-	return errors.New("swarm: stream ended without [DONE]")
+	return errors.New("client: stream ended without [DONE]")
 }
 
 // Workflow runs one logical rollout across several servers: eps[i] is the
@@ -444,7 +403,7 @@ func RunWorkflow(ctx context.Context, clients []*Client, opts []BeginOptions, ta
 		opts = []BeginOptions{{}}
 	}
 	if len(opts) != 1 && len(opts) != len(clients) {
-		return nil, fmt.Errorf("swarm: RunWorkflow: %d begin options for %d clients", len(opts), len(clients))
+		return nil, fmt.Errorf("client: RunWorkflow: %d begin options for %d clients", len(opts), len(clients))
 	}
 	eps := make([]*Episode, 0, len(clients))
 	abortAll := func(from int) {
@@ -469,17 +428,17 @@ func RunWorkflow(ctx context.Context, clients []*Client, opts []BeginOptions, ta
 	defer func() {
 		if v := recover(); v != nil {
 			abortAll(0)
-			err = fmt.Errorf("swarm: workflow panicked: %v", v)
+			err = fmt.Errorf("client: workflow panicked: %v", v)
 		}
 	}()
 	results, err = wf(ctx, eps)
 	if err == nil && len(results) != len(eps) {
-		err = fmt.Errorf("swarm: workflow returned %d results for %d episodes", len(results), len(eps))
+		err = fmt.Errorf("client: workflow returned %d results for %d episodes", len(results), len(eps))
 	}
 	if err == nil {
 		for i, r := range results {
 			if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) {
-				err = fmt.Errorf("swarm: workflow result %d has non-finite reward %v", i, r.Reward)
+				err = fmt.Errorf("client: workflow result %d has non-finite reward %v", i, r.Reward)
 				break
 			}
 		}

@@ -1,61 +1,56 @@
-package hf
+package policies
 
 import (
 	"context"
-	"hash/fnv"
 	"path/filepath"
 	"testing"
-	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/troupe-ml/troupe/nn"
+	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/safetensors"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
-// baseHash hashes every weight of the base model, bit for bit.
-func baseHash(m *Model) uint64 {
-	h := fnv.New64a()
-	mat := func(w *Matrix) {
-		if w.F32 != nil {
-			h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&w.F32[0])), 4*len(w.F32)))
-		} else {
-			h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&w.Half[0])), 2*len(w.Half)))
-		}
+// tinyQwen3 is a Qwen3-shaped model small enough to train in a test.
+func tinyQwen3() hf.Config {
+	return hf.Config{Arch: "qwen3", Vocab: 300, Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Intermediate: 96,
+		MaxPos: 128, RMSEps: 1e-6, RopeTheta: 10000, BOS: []int{1}, EOS: []int{2}, QKNorm: true, Tied: true}
+}
+
+// loadTiny writes random weights of shape c (init std 0.15, so that the
+// model's distributions are far from uniform) and loads them.
+func loadTiny(t testing.TB, c hf.Config, seed uint64) *hf.Model {
+	t.Helper()
+	dir := t.TempDir()
+	if err := hf.WriteRandom(dir, c, seed, hf.WriteOptions{InitStd: 0.15}); err != nil {
+		t.Fatal(err)
 	}
-	vec := func(v []float32) {
-		if len(v) > 0 {
-			h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)))
-		}
+	return openModel(t, dir)
+}
+
+func openModel(t testing.TB, dir string) *hf.Model {
+	t.Helper()
+	m, err := hf.Load(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	mat(&m.embed)
-	mat(m.head)
-	vec(m.norm)
-	for l := range m.layers {
-		L := &m.layers[l]
-		vec(L.inNorm)
-		vec(L.postNorm)
-		vec(L.qNorm)
-		vec(L.kNorm)
-		for p := range L.proj {
-			mat(&L.proj[p])
-			vec(L.bias[p])
-		}
-	}
-	return h.Sum64()
+	t.Cleanup(func() { m.Close() })
+	return m
 }
 
 // grpoRound samples a group per prompt with the policy's adapter, rewards
 // each completion with reward, and applies one GRPO update.
-func grpoRound(t *testing.T, pol *Policy, prompts [][]int, reward func([]int) float64, seed uint64) rl.Stats {
+func grpoRound(t *testing.T, pol *LoRA, prompts [][]int, reward func([]int) float64, seed uint64) rl.Stats {
 	t.Helper()
-	m := pol.LoRA.Base
+	m := pol.Adapter.Base
 	var batch []rl.Sample
 	for i, p := range prompts {
 		group := [][]int{p, p, p, p}
-		gens, err := m.Generate(context.Background(), pol.LoRA, group, nn.GenerateOptions{MaxTokens: 6, Temperature: 1, Seed: seed + uint64(i)}, nil)
+		gens, err := m.Generate(context.Background(), pol.Adapter, group, textgen.GenerateOptions{MaxTokens: 6, Temperature: 1, Seed: seed + uint64(i)}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,16 +71,16 @@ func grpoRound(t *testing.T, pol *Policy, prompts [][]int, reward func([]int) fl
 // the base stays bit-identical; each reloads from its PEFT files to the
 // same logits, and its merged export reloads to them too.
 func TestLoRAAgentsOnOneBase(t *testing.T) {
-	c := tinyConfigs()["qwen3"]
+	c := tinyQwen3()
 	c.Vocab = 16 // a small vocabulary makes the rewarded tokens common
-	m := loadTiny(t, writeTiny(t, c, 21, WriteOptions{}))
-	before := baseHash(m)
-	newPol := func(seed uint64) *Policy {
-		ad, err := NewLoRA(m, LoRAConfig{Rank: 4, Alpha: 8, Seed: seed})
+	m := loadTiny(t, c, 21)
+	before := m.Checksum()
+	newPol := func(seed uint64) *LoRA {
+		ad, err := hf.NewLoRA(m, hf.LoRAConfig{Rank: 4, Alpha: 8, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return NewPolicy(ad, nn.NewAdamW(nn.Constant(2e-2), 0), 1)
+		return NewLoRA(ad, nn.NewAdamW(nn.Constant(2e-2), 0), 1)
 	}
 	even, odd := newPol(1), newPol(2)
 	share := func(toks []int, parity int) float64 {
@@ -98,8 +93,8 @@ func TestLoRAAgentsOnOneBase(t *testing.T) {
 		return float64(n) / float64(len(toks))
 	}
 	prompts := [][]int{{1, 2, 3}, {4, 5}, {6}}
-	measure := func(p *Policy, parity int) float64 {
-		gens, err := m.Generate(context.Background(), p.LoRA, [][]int{{1, 2, 3}, {4, 5}, {6}, {7, 8}}, nn.GenerateOptions{MaxTokens: 8, Temperature: 1, Seed: 777}, nil)
+	measure := func(p *LoRA, parity int) float64 {
+		gens, err := m.Generate(context.Background(), p.Adapter, [][]int{{1, 2, 3}, {4, 5}, {6}, {7, 8}}, textgen.GenerateOptions{MaxTokens: 8, Temperature: 1, Seed: 777}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,34 +117,34 @@ func TestLoRAAgentsOnOneBase(t *testing.T) {
 	if even.Version() != 12 || odd.Version() != 12 {
 		t.Errorf("versions %d, %d, want 12", even.Version(), odd.Version())
 	}
-	if after := baseHash(m); after != before {
+	if after := m.Checksum(); after != before {
 		t.Fatalf("the base model changed during training (hash %x -> %x)", before, after)
 	}
-	seqs := []Seq{{Prompt: []int{1, 2, 3}, Target: []int{4, 5, 6, 7, 8, 9}}}
-	le, _ := m.TokenLogProbs(even.LoRA, seqs)
-	lo, _ := m.TokenLogProbs(odd.LoRA, seqs)
+	seqs := []hf.Seq{{Prompt: []int{1, 2, 3}, Target: []int{4, 5, 6, 7, 8, 9}}}
+	le, _ := m.TokenLogProbs(even.Adapter, seqs)
+	lo, _ := m.TokenLogProbs(odd.Adapter, seqs)
 	if cmp.Equal(le, lo, cmpopts.EquateApprox(0, 1e-3)) {
 		t.Errorf("the two adapters give the same log-probs %v: they did not diverge", le)
 	}
-	for name, p := range map[string]*Policy{"even": even, "odd": odd} {
+	for name, p := range map[string]*LoRA{"even": even, "odd": odd} {
 		dir := filepath.Join(t.TempDir(), name)
-		if err := p.LoRA.Save(dir, "tiny"); err != nil {
+		if err := p.Adapter.Save(dir, "tiny"); err != nil {
 			t.Fatal(err)
 		}
-		re, err := LoadLoRA(m, dir)
+		re, err := hf.LoadLoRA(m, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := m.TokenLogProbs(p.LoRA, seqs)
+		want, _ := m.TokenLogProbs(p.Adapter, seqs)
 		got, _ := m.TokenLogProbs(re, seqs)
 		if !cmp.Equal(want, got) {
 			t.Errorf("%s: reloaded adapter gives %v, want %v", name, got, want)
 		}
 		exp := filepath.Join(t.TempDir(), name+"-merged")
-		if err := m.Export(exp, p.LoRA, WriteOptions{DType: safetensors.F32}); err != nil {
+		if err := m.Export(exp, p.Adapter, hf.WriteOptions{DType: safetensors.F32}); err != nil {
 			t.Fatal(err)
 		}
-		merged := loadTiny(t, exp)
+		merged := openModel(t, exp)
 		got, _ = merged.TokenLogProbs(nil, seqs)
 		if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-4)); diff != "" {
 			t.Errorf("%s: merged export differs from base+adapter:\n%s", name, diff)
@@ -159,12 +154,12 @@ func TestLoRAAgentsOnOneBase(t *testing.T) {
 
 // TestPolicySkipsNonFinite: a NaN loss adds nothing and skips the step.
 func TestPolicySkipsNonFinite(t *testing.T) {
-	m := loadTiny(t, writeTiny(t, tinyConfigs()["llama"], 3, WriteOptions{}))
-	ad, err := NewLoRA(m, LoRAConfig{Rank: 2})
+	m := loadTiny(t, tinyQwen3(), 3)
+	ad, err := hf.NewLoRA(m, hf.LoRAConfig{Rank: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := NewPolicy(ad, nn.NewAdam(nn.Constant(1e-3)), 0)
+	pol := NewLoRA(ad, nn.NewAdam(nn.Constant(1e-3)), 0)
 	batch := []rl.Sample{{Prompt: []int{1, 2}, Actions: []int{3, 4}}}
 	nan := func(logp, _ [][]float32) (float64, [][]float32, [][]float32) {
 		return float64(logp[0][0]) * 0 / 0, [][]float32{{1, 1}}, nil

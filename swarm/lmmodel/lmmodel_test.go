@@ -1,11 +1,16 @@
-package swarm
+package lmmodel
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"testing"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/swarmtest"
 )
 
 // TestLMModelServesAndTrains serves the transformer preset lm-tiny through
@@ -13,22 +18,22 @@ import (
 // runs on the recorded episodes and changes the parameters, and a
 // checkpoint restores them and the version.
 func TestLMModelServesAndTrains(t *testing.T) {
-	m, err := NewLMPreset("lm-tiny")
+	m, err := NewPreset("lm-tiny")
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := m.Checksum()
-	tc := testTrainConfig(1, 2)
+	tc := swarmtest.TrainConfig(1, 2)
 	tc.MaxResponseTokens = 12
-	ts := startServer(t, m, tc, nil)
-	ctx := ctxT(t)
+	ts := swarmtest.Start(t, m, tc, nil)
+	ctx := swarmtest.Context(t)
 	for i := 0; i < 2; i++ {
-		ep, err := ts.cli.BeginEpisode(ctx, BeginOptions{})
+		ep, err := ts.Client.BeginEpisode(ctx, client.BeginOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		temp := 1.0
-		resp, err := ep.Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "system", Content: "Say yes."}, {Role: "user", Content: "Hello"}}, MaxTokens: 12, Temperature: &temp, Logprobs: true})
+		resp, err := ep.Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "system", Content: "Say yes."}, {Role: "user", Content: "Hello"}}, MaxTokens: 12, Temperature: &temp, Logprobs: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +41,7 @@ func TestLMModelServesAndTrains(t *testing.T) {
 			t.Fatalf("no completion tokens: %+v", resp)
 		}
 		var streamed bytes.Buffer
-		if err := ep.Chat().Stream(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "Hi"}}, MaxTokens: 8}, func(c ChatChunk) error {
+		if err := ep.Chat().Stream(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "Hi"}}, MaxTokens: 8}, func(c api.ChatChunk) error {
 			for _, ch := range c.Choices {
 				if ch.Delta.Content != nil {
 					streamed.WriteString(*ch.Delta.Content)
@@ -46,23 +51,23 @@ func TestLMModelServesAndTrains(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.cli.EndEpisode(ctx, ep, "t", WorkflowResult{Reward: float64(i)}); err != nil {
+		if err := ts.Client.EndEpisode(ctx, ep, "t", client.WorkflowResult{Reward: float64(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "LM training step", func() bool { st, _, g := ts.s.Status(); return g == 1 && st == StatusRolling })
+	swarmtest.WaitFor(t, "LM training step", func() bool { st, _, g := ts.S.Status(); return g == 1 && st == swarm.StatusRolling })
 	var after uint64
-	ts.s.WithModel(func(Model) { after = m.Checksum() })
+	ts.S.WithModel(func(swarm.Model) { after = m.Checksum() })
 	if after == before {
 		t.Fatal("GRPO step did not change the transformer's parameters")
 	}
 	var buf bytes.Buffer
-	ts.s.WithModel(func(Model) {
+	ts.S.WithModel(func(swarm.Model) {
 		if err := m.Save(&buf); err != nil {
 			t.Fatal(err)
 		}
 	})
-	m2, _ := NewLMPreset("lm-tiny")
+	m2, _ := NewPreset("lm-tiny")
 	if err := m2.Load(&buf); err != nil {
 		t.Fatal(err)
 	}
@@ -98,18 +103,25 @@ func (n *nanTrainer) Update(p rl.Policy, batch []rl.Sample) (rl.Stats, error) {
 // untouched, and the version (the swarm global step) does not grow — also
 // after a checkpoint restored a non-zero version.
 func TestLMModelSkipsNonFiniteStep(t *testing.T) {
-	cfg := LMPresets["lm-tiny"]
+	cfg := Presets["lm-tiny"]
 	nt := &nanTrainer{}
 	cfg.Trainer = nt
-	m, err := NewLMModel(cfg)
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt, _ := m.ChatPrompt([]Message{{Role: "user", Content: "hi"}})
+	prompt, _ := m.ChatPrompt(context.Background(), []api.Message{{Role: "user", Content: "hi"}}, nil)
 	batch := []rl.Sample{{TaskID: "t", Prompt: prompt, Actions: []int{prompt[0], prompt[1]}, LogProbs: []float32{-1, -1}, Reward: 1}}
 	// restore version 7 from a checkpoint of another model
-	src, _ := NewLMModel(LMPresets["lm-tiny"])
-	src.pol.base = 7
+	src, _ := New(Presets["lm-tiny"])
+	for range 7 {
+		if _, err := src.Train(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if src.Version() != 7 {
+		t.Fatalf("source model at version %d after 7 steps", src.Version())
+	}
 	var buf bytes.Buffer
 	if err := src.Save(&buf); err != nil {
 		t.Fatal(err)

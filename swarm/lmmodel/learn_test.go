@@ -1,11 +1,13 @@
-package swarm
+package lmmodel
 
 import (
 	"context"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // TestLMModelLearns trains the lm-tiny transformer with rl.GRPO (no server)
@@ -14,11 +16,11 @@ func TestLMModelLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("transformer RL run; skipped in -short")
 	}
-	m, err := NewLMPreset("lm-tiny")
+	m, err := NewPreset("lm-tiny")
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt, _ := m.ChatPrompt([]Message{{Role: "user", Content: "say a"}})
+	prompt, _ := m.ChatPrompt(context.Background(), []api.Message{{Role: "user", Content: "say a"}}, nil)
 	const maxTok = 4
 	reward := func(toks []int) float64 {
 		var b []int
@@ -35,12 +37,10 @@ func TestLMModelLearns(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	sampleBatch := func(n int) ([]rl.Sample, float64) {
 		prompts := make([][]int, n)
-		rngs := make([]*rand.Rand, n)
 		for i := range prompts {
 			prompts[i] = prompt
-			rngs[i] = rand.New(rand.NewPCG(r.Uint64(), uint64(i)))
 		}
-		gens, err := m.Generate(context.Background(), prompts, GenerateOptions{MaxTokens: maxTok, Temperature: 1, Rand: rngs})
+		gens, err := m.Generate(context.Background(), prompts, textgen.GenerateOptions{MaxTokens: maxTok, Temperature: 1, Seed: r.Uint64()}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,4 +67,18 @@ func TestLMModelLearns(t *testing.T) {
 	if !(last > first+0.1) {
 		t.Fatalf("transformer did not learn: %.3f -> %.3f", first, last)
 	}
+}
+
+// closeness is the test reward: the mean over maxTokens positions of
+// 1 − |byte − target|/256 (a missing byte scores 0).
+func closeness(toks []int, target, maxTokens int) float64 {
+	var s float64
+	for _, t := range toks {
+		d := t - target
+		if d < 0 {
+			d = -d
+		}
+		s += 1 - float64(d)/256
+	}
+	return s / float64(maxTokens)
 }

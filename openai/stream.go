@@ -1,4 +1,4 @@
-package swarm
+package openai
 
 import (
 	"bytes"
@@ -9,6 +9,10 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/internal/httpx"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // chatStream writes a streamed chat completion as OpenAI server-sent events
@@ -34,7 +38,8 @@ import (
 // same seed, and each choice's logprobs entries arrive with the content of
 // their tokens (all of them, stop sequence included, by the finish chunk).
 type chatStream struct {
-	s       *Server
+	h       *Handler
+	m       Model
 	w       http.ResponseWriter
 	fl      http.Flusher
 	cancel  context.CancelFunc
@@ -46,7 +51,7 @@ type chatStream struct {
 	maxStop int
 
 	mu      sync.Mutex
-	queue   []TokenEvent
+	queue   []textgen.TokenEvent
 	closed  bool
 	version int64
 	wake    chan struct{}
@@ -66,13 +71,13 @@ type choiceStream struct {
 	ends              []int  // byte offset after each token
 	emitted           int    // bytes of text sent as content
 	lpFrom            int    // first token whose logprobs entry is not sent
-	g                 Generation
+	g                 textgen.Generation
 	toolAt            int  // offset of the first <tool_call> in text, when toolFound
 	toolFound         bool // (requests with tools only)
 }
 
-func newChatStream(s *Server, w http.ResponseWriter, cancel context.CancelFunc, p *chatParams, id string, created int64, model string) *chatStream {
-	cs := &chatStream{s: s, w: w, cancel: cancel, p: p, id: id, created: created, model: model,
+func newChatStream(h *Handler, m Model, w http.ResponseWriter, cancel context.CancelFunc, p *chatParams, id string, created int64, model string) *chatStream {
+	cs := &chatStream{h: h, m: m, w: w, cancel: cancel, p: p, id: id, created: created, model: model,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), choices: make([]choiceStream, p.n)}
 	cs.fl, _ = w.(http.Flusher)
 	for _, st := range p.stop {
@@ -82,16 +87,10 @@ func newChatStream(s *Server, w http.ResponseWriter, cancel context.CancelFunc, 
 	return cs
 }
 
-// setVersion records the parameter version (before the first push).
-func (cs *chatStream) setVersion(v int64) {
-	cs.mu.Lock()
-	cs.version = v
-	cs.mu.Unlock()
-}
-
 // push queues one token event; called by the model's goroutine.
-func (cs *chatStream) push(ev TokenEvent) {
+func (cs *chatStream) push(ev textgen.TokenEvent) {
 	cs.mu.Lock()
+	cs.version = ev.Version // the same for every event of a request
 	cs.queue = append(cs.queue, ev)
 	cs.mu.Unlock()
 	select {
@@ -115,7 +114,7 @@ func (cs *chatStream) close() {
 // run is the writer goroutine.
 func (cs *chatStream) run() {
 	defer close(cs.done)
-	var batch []TokenEvent
+	var batch []textgen.TokenEvent
 	for {
 		cs.mu.Lock()
 		for len(cs.queue) == 0 && !cs.closed {
@@ -137,8 +136,8 @@ func (cs *chatStream) run() {
 	}
 }
 
-func (cs *chatStream) chunk(ch ...ChatChunkChoice) ChatChunk {
-	return ChatChunk{ID: cs.id, Object: "chat.completion.chunk", Created: cs.created, Model: cs.model,
+func (cs *chatStream) chunk(ch ...api.ChunkChoice) api.ChatChunk {
+	return api.ChatChunk{ID: cs.id, Object: "chat.completion.chunk", Created: cs.created, Model: cs.model,
 		SystemFingerprint: cs.fp, Choices: ch}
 }
 
@@ -165,7 +164,7 @@ func (cs *chatStream) send(v any) {
 	buf.WriteString("data: ")
 	buf.Write(b)
 	buf.WriteString("\n\n")
-	cs.s.renewWriteDeadline(cs.w)
+	httpx.RenewWriteDeadline(cs.w, cs.h.cfg.WriteTimeout)
 	if _, err := cs.w.Write(buf.Bytes()); err != nil {
 		cs.failed = true
 		cs.cancel() // the client is gone: stop generating
@@ -177,7 +176,7 @@ func (cs *chatStream) send(v any) {
 }
 
 // token handles one sampled token.
-func (cs *chatStream) token(ev TokenEvent) {
+func (cs *chatStream) token(ev textgen.TokenEvent) {
 	if ev.Prompt < 0 || ev.Prompt >= len(cs.choices) {
 		return
 	}
@@ -194,13 +193,13 @@ func (cs *chatStream) token(ev TokenEvent) {
 	safe := cs.safeEnd(ch)
 	if safe > ch.emitted {
 		piece := string(ch.text[ch.emitted:safe])
-		c := ChatChunkChoice{Index: i, Delta: ChatDelta{Content: &piece}}
+		c := api.ChunkChoice{Index: i, Delta: api.Delta{Content: &piece}}
 		if cs.p.logprobs {
 			j := ch.lpFrom
 			for j < len(ch.ends) && ch.ends[j] <= safe {
 				j++
 			}
-			c.LogProbs = cs.s.logprobsObject(ch.g, ch.lpFrom, j)
+			c.LogProbs = logprobsObject(cs.m, ch.g, ch.lpFrom, j)
 			ch.lpFrom = j
 		}
 		cs.send(cs.chunk(c))
@@ -209,17 +208,17 @@ func (cs *chatStream) token(ev TokenEvent) {
 }
 
 // add appends a token to choice i, sending its role chunk first.
-func (cs *chatStream) add(i int, ev TokenEvent) {
+func (cs *chatStream) add(i int, ev textgen.TokenEvent) {
 	ch := &cs.choices[i]
 	if !ch.started {
 		empty := ""
-		cs.send(cs.chunk(ChatChunkChoice{Index: i, Delta: ChatDelta{Role: "assistant", Content: &empty}}))
+		cs.send(cs.chunk(api.ChunkChoice{Index: i, Delta: api.Delta{Role: "assistant", Content: &empty}}))
 		ch.started = true
 	}
 	ch.g.Tokens = append(ch.g.Tokens, ev.Token)
 	ch.g.LogProbs = append(ch.g.LogProbs, ev.LogProb)
-	ch.g.Top = append(ch.g.Top, ev.Top)
-	ch.text = append(ch.text, cs.s.model.TokenBytes(ev.Token)...)
+	ch.g.TopLogProbs = append(ch.g.TopLogProbs, ev.TopLogProbs)
+	ch.text = append(ch.text, cs.m.TokenBytes(ev.Token)...)
 	ch.ends = append(ch.ends, len(ch.text))
 }
 
@@ -292,14 +291,14 @@ func (cs *chatStream) finishChoice(i int, reason string) {
 	ch := &cs.choices[i]
 	if !ch.started {
 		empty := ""
-		cs.send(cs.chunk(ChatChunkChoice{Index: i, Delta: ChatDelta{Role: "assistant", Content: &empty}}))
+		cs.send(cs.chunk(api.ChunkChoice{Index: i, Delta: api.Delta{Role: "assistant", Content: &empty}}))
 		ch.started = true
 	}
 	content, cut := stopContent(ch.text, cs.p.stop)
 	if cut {
 		reason = "stop"
 	}
-	var calls []ToolCall
+	var calls []api.ToolCall
 	if cs.p.parseTools() {
 		if text, cc, ok := parseToolCalls(content, cs.p.tools); ok {
 			content, calls, reason = text, cc, "tool_calls"
@@ -309,9 +308,9 @@ func (cs *chatStream) finishChoice(i int, reason string) {
 	if ch.emitted < len(content) {
 		rest = content[ch.emitted:]
 	}
-	c := ChatChunkChoice{Index: i, Delta: ChatDelta{Content: &rest}}
+	c := api.ChunkChoice{Index: i, Delta: api.Delta{Content: &rest}}
 	if cs.p.logprobs {
-		c.LogProbs = cs.s.logprobsObject(ch.g, ch.lpFrom, len(ch.g.Tokens))
+		c.LogProbs = logprobsObject(cs.m, ch.g, ch.lpFrom, len(ch.g.Tokens))
 		ch.lpFrom = len(ch.g.Tokens)
 	}
 	if rest != "" || (c.LogProbs != nil && len(c.LogProbs.Content) > 0) {
@@ -319,28 +318,28 @@ func (cs *chatStream) finishChoice(i int, reason string) {
 	}
 	ch.emitted = len(content)
 	if len(calls) > 0 {
-		cs.send(cs.chunk(ChatChunkChoice{Index: i, Delta: ChatDelta{ToolCalls: wireToolCalls(calls, true)}}))
+		cs.send(cs.chunk(api.ChunkChoice{Index: i, Delta: api.Delta{ToolCalls: indexCalls(calls, true)}}))
 	}
-	cs.send(cs.chunk(ChatChunkChoice{Index: i, Delta: ChatDelta{}, FinishReason: &reason}))
+	cs.send(cs.chunk(api.ChunkChoice{Index: i, Delta: api.Delta{}, FinishReason: &reason}))
 	ch.finished = true
 }
 
 // finish completes the stream after the completion was recorded: choices
 // whose events did not end them are completed from gens, then the usage
 // chunk (stream_options.include_usage) and [DONE] follow.
-func (cs *chatStream) finish(gens []Generation, usage *Usage) {
+func (cs *chatStream) finish(gens []textgen.Generation, usage *api.Usage) {
 	for i := range cs.choices {
 		if i >= len(gens) || cs.choices[i].finished {
 			continue
 		}
 		g := gens[i]
 		for t := len(cs.choices[i].g.Tokens); t < len(g.Tokens); t++ {
-			ev := TokenEvent{Prompt: i, Token: g.Tokens[t]}
+			ev := textgen.TokenEvent{Prompt: i, Token: g.Tokens[t]}
 			if t < len(g.LogProbs) {
 				ev.LogProb = g.LogProbs[t]
 			}
-			if t < len(g.Top) {
-				ev.Top = g.Top[t]
+			if t < len(g.TopLogProbs) {
+				ev.TopLogProbs = g.TopLogProbs[t]
 			}
 			cs.add(i, ev)
 		}
@@ -352,14 +351,14 @@ func (cs *chatStream) finish(gens []Generation, usage *Usage) {
 	}
 	if cs.p.usage {
 		c := cs.chunk()
-		c.Choices = []ChatChunkChoice{}
+		c.Choices = []api.ChunkChoice{}
 		c.Usage = usage
 		cs.send(c)
 	}
 	if cs.failed {
 		return
 	}
-	cs.s.renewWriteDeadline(cs.w)
+	httpx.RenewWriteDeadline(cs.w, cs.h.cfg.WriteTimeout)
 	if _, err := cs.w.Write([]byte("data: [DONE]\n\n")); err == nil && cs.fl != nil {
 		cs.fl.Flush()
 	}
@@ -367,10 +366,10 @@ func (cs *chatStream) finish(gens []Generation, usage *Usage) {
 
 // sendError ends a stream that has begun with an OpenAI error event (the
 // official SDKs raise it); no [DONE] follows.
-func (cs *chatStream) sendError(e *apiError) {
+func (cs *chatStream) sendError(e *httpx.Error) {
 	typ := "server_error"
-	if e.status < 500 {
+	if e.Status < 500 {
 		typ = "invalid_request_error"
 	}
-	cs.send(map[string]any{"error": map[string]any{"message": e.msg, "type": typ, "code": e.code, "param": nil}})
+	cs.send(map[string]any{"error": map[string]any{"message": e.Msg, "type": typ, "code": e.Code, "param": nil}})
 }

@@ -1,4 +1,4 @@
-package swarm
+package adapter
 
 import (
 	"bytes"
@@ -7,20 +7,33 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/rl/policies"
 	"github.com/troupe-ml/troupe/safetensors"
+	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // byteTok is a ChatTokenizer of bytes: token b+1 is byte b, token 0 is the
 // end of a turn.
 type byteTok struct{}
 
-func (byteTok) ChatPrompt(msgs []Message) ([]int, error) {
+func (byteTok) ChatPrompt(_ context.Context, msgs []api.Message, tools []api.Tool) ([]int, error) {
+	if len(tools) > 0 {
+		return nil, openai.ErrNoToolTemplate
+	}
+	msgs = openai.FoldToolCalls(msgs)
 	var ids []int
 	for _, m := range msgs {
 		t, _ := byteTok{}.EncodeText(m.Role + ": " + m.Content + "\n")
@@ -47,8 +60,8 @@ func (byteTok) EncodeText(s string) ([]int, error) {
 // toolTok renders tools as one extra token per tool.
 type toolTok struct{ byteTok }
 
-func (t toolTok) ChatPromptTools(msgs []Message, tools []Tool) ([]int, error) {
-	ids, err := t.ChatPrompt(msgs)
+func (t toolTok) ChatPrompt(ctx context.Context, msgs []api.Message, tools []api.Tool) ([]int, error) {
+	ids, err := t.byteTok.ChatPrompt(ctx, msgs, nil)
 	for range tools {
 		ids = append(ids, 257)
 	}
@@ -56,50 +69,48 @@ func (t toolTok) ChatPromptTools(msgs []Message, tools []Tool) ([]int, error) {
 }
 
 // textSampler answers every prompt with the bytes of answer, up to
-// MaxTokens, and records the options it received.
+// MaxTokens or Stop, emitting the tokens of the prompts in turn so that
+// their events interleave, and records the options it received.
 type textSampler struct {
 	answer string
-	got    []GenerateOptions
+	got    []textgen.GenerateOptions
 }
 
-func (s *textSampler) Generate(_ context.Context, prompts [][]int, opts GenerateOptions) ([]Generation, error) {
+func (s *textSampler) Generate(_ context.Context, prompts [][]int, opts textgen.GenerateOptions, emit func(textgen.TokenEvent)) ([]textgen.Generation, error) {
 	s.got = append(s.got, opts)
 	toks, _ := byteTok{}.EncodeText(s.answer)
-	gens := make([]Generation, len(prompts))
-	for i := range prompts {
-		g := Generation{FinishReason: "length"}
-		for k, t := range toks {
-			if k == opts.MaxTokens {
-				break
-			}
-			g.Tokens = append(g.Tokens, t+i) // prompts differ by a shift
-			g.LogProbs = append(g.LogProbs, -float32(k+1))
-		}
-		gens[i] = g
-	}
-	return gens, nil
-}
-
-// streamSampler is a textSampler that streams, alternating between prompts
-// so that their events interleave.
-type streamSampler struct{ textSampler }
-
-func (s *streamSampler) GenerateStream(ctx context.Context, prompts [][]int, opts GenerateOptions, emit func(TokenEvent)) ([]Generation, error) {
-	gens, err := s.Generate(ctx, prompts, opts)
+	gens := make([]textgen.Generation, len(prompts))
+	done := make([]bool, len(prompts))
 	for k := 0; ; k++ {
 		more := false
-		for i, g := range gens {
-			if k < len(g.Tokens) {
-				ev := TokenEvent{Prompt: i, Token: g.Tokens[k], LogProb: g.LogProbs[k]}
-				if k == len(g.Tokens)-1 {
-					ev.FinishReason = g.FinishReason
-				}
+		for i := range prompts {
+			g := &gens[i]
+			if done[i] {
+				continue
+			}
+			if k == opts.MaxTokens || k == len(toks) {
+				done[i] = true
+				g.FinishReason = "length"
+				continue
+			}
+			more = true
+			tok := toks[k] + i // prompts differ by a shift
+			g.Tokens = append(g.Tokens, tok)
+			g.LogProbs = append(g.LogProbs, -float32(k+1))
+			ev := textgen.TokenEvent{Prompt: i, Token: tok, LogProb: -float32(k + 1)}
+			switch {
+			case opts.Stop != nil && opts.Stop(i, g.Tokens):
+				g.FinishReason, done[i] = "stop", true
+			case k+1 == opts.MaxTokens || k+1 == len(toks):
+				g.FinishReason, done[i] = "length", true
+			}
+			ev.FinishReason = g.FinishReason
+			if emit != nil {
 				emit(ev)
-				more = true
 			}
 		}
 		if !more {
-			return gens, err
+			return gens, nil
 		}
 	}
 }
@@ -194,21 +205,34 @@ type stState struct {
 }
 
 func (s *stState) Save(w io.Writer) error {
-	return writeSafetensors(w, map[string]string{"own": "kept"}, []stTensor{{Name: "w", Shape: []int{len(s.w)}, F32: s.w}})
+	return safetensors.Write(w, []safetensors.Tensor{safetensors.FromFloat32("w", []int{len(s.w)}, s.w)}, map[string]string{"own": "kept"})
 }
 
 func (s *stState) Load(r io.Reader) error {
-	meta, ts, err := readSafetensors(r)
+	meta, w, err := readW(r)
 	if err != nil {
 		return err
 	}
-	t, ok := ts["w"]
-	if !ok || len(t.F32) != len(s.w) {
+	if len(w) != len(s.w) {
 		return errors.New("no tensor w of the right size")
 	}
-	copy(s.w, t.F32)
+	copy(s.w, w)
 	s.meta = meta
 	return nil
+}
+
+// readW reads a safetensors file's metadata and its float32 tensor "w".
+func readW(r io.Reader) (map[string]string, []float32, error) {
+	f, err := safetensors.Read(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, ok := f.Tensor("w")
+	if !ok {
+		return f.Metadata, nil, nil
+	}
+	w, err := t.Float32s()
+	return f.Metadata, w, err
 }
 
 type fakeModel struct {
@@ -218,14 +242,14 @@ type fakeModel struct {
 	state *floatState
 }
 
-func newFake(t *testing.T, mod func(*AdapterConfig)) fakeModel {
+func newFake(t *testing.T, mod func(*Config)) fakeModel {
 	t.Helper()
 	f := fakeModel{pol: &countPolicy{}, tr: &recTrainer{}, state: &floatState{params: []float64{1, 2, 3}}}
-	cfg := AdapterConfig{Name: "fake", Tokenizer: byteTok{}, Sampler: &textSampler{answer: "hello"}, Policy: f.pol, Trainer: f.tr, State: f.state}
+	cfg := Config{Name: "fake", Tokenizer: byteTok{}, Sampler: &textSampler{answer: "hello"}, Policy: f.pol, Trainer: f.tr, State: f.state}
 	if mod != nil {
 		mod(&cfg)
 	}
-	a, err := NewAdapter(cfg)
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +324,7 @@ func TestAdapterPrepare(t *testing.T) {
 		}
 		return kept, len(batch) - len(kept)
 	}
-	f := newFake(t, func(c *AdapterConfig) { c.Prepare = positive })
+	f := newFake(t, func(c *Config) { c.Prepare = positive })
 	f.tr.dropped = 2
 	tests := []struct {
 		rewards     []float64
@@ -352,22 +376,22 @@ func TestAdapterSaveLoad(t *testing.T) {
 		}
 	})
 	t.Run("safetensors", func(t *testing.T) {
-		src := newFake(t, func(c *AdapterConfig) { c.State = &stState{w: []float32{1, 2, 3}} })
+		src := newFake(t, func(c *Config) { c.State = &stState{w: []float32{1, 2, 3}} })
 		src.pol.version = 4
 		var buf bytes.Buffer
 		if err := src.a.Save(&buf); err != nil {
 			t.Fatal(err)
 		}
-		meta, ts, err := readSafetensors(bytes.NewReader(buf.Bytes()))
+		meta, w, err := readW(bytes.NewReader(buf.Bytes()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := map[string]string{"own": "kept", metaVersion: "4", metaName: "fake"}
-		if !cmp.Equal(meta, want) || !cmp.Equal(ts["w"].F32, []float32{1, 2, 3}) {
-			t.Fatalf("checkpoint metadata %v (want %v), w %v", meta, want, ts["w"].F32)
+		if !cmp.Equal(meta, want) || !cmp.Equal(w, []float32{1, 2, 3}) {
+			t.Fatalf("checkpoint metadata %v (want %v), w %v", meta, want, w)
 		}
 		st := &stState{w: make([]float32, 3)}
-		dst := newFake(t, func(c *AdapterConfig) { c.State = st })
+		dst := newFake(t, func(c *Config) { c.State = st })
 		if err := dst.a.Load(&buf); err != nil {
 			t.Fatal(err)
 		}
@@ -397,30 +421,30 @@ func readSafetensorsU8(b []byte) (map[string]string, map[string][]byte, error) {
 
 func TestAdapterErrors(t *testing.T) {
 	t.Run("config", func(t *testing.T) {
-		ok := AdapterConfig{Name: "m", Tokenizer: byteTok{}, Sampler: &textSampler{}, Policy: &countPolicy{}}
+		ok := Config{Name: "m", Tokenizer: byteTok{}, Sampler: &textSampler{}, Policy: &countPolicy{}}
 		for _, tt := range []struct {
 			name string
-			mod  func(*AdapterConfig)
+			mod  func(*Config)
 			want string
 		}{
-			{"name", func(c *AdapterConfig) { c.Name = "" }, "Name"},
-			{"tokenizer", func(c *AdapterConfig) { c.Tokenizer = nil }, "Tokenizer"},
-			{"sampler", func(c *AdapterConfig) { c.Sampler = nil }, "Sampler"},
-			{"policy", func(c *AdapterConfig) { c.Policy = nil }, "Policy"},
-			{"maxlen", func(c *AdapterConfig) { c.MaxLen = -1 }, "MaxLen"},
+			{"name", func(c *Config) { c.Name = "" }, "Name"},
+			{"tokenizer", func(c *Config) { c.Tokenizer = nil }, "Tokenizer"},
+			{"sampler", func(c *Config) { c.Sampler = nil }, "Sampler"},
+			{"policy", func(c *Config) { c.Policy = nil }, "Policy"},
+			{"maxlen", func(c *Config) { c.MaxLen = -1 }, "MaxLen"},
 		} {
 			c := ok
 			tt.mod(&c)
-			if _, err := NewAdapter(c); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := New(c); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("%s: %v, want an error naming %s", tt.name, err, tt.want)
 			}
 		}
-		if _, err := NewAdapter(ok); err != nil {
+		if _, err := New(ok); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("no state", func(t *testing.T) {
-		f := newFake(t, func(c *AdapterConfig) { c.State = nil })
+		f := newFake(t, func(c *Config) { c.State = nil })
 		if err := f.a.Save(io.Discard); err == nil || !strings.Contains(err.Error(), "no checkpoint") {
 			t.Errorf("Save without State: %v", err)
 		}
@@ -469,11 +493,11 @@ func TestAdapterErrors(t *testing.T) {
 		}
 	})
 	t.Run("context", func(t *testing.T) {
-		f := newFake(t, func(c *AdapterConfig) { c.MaxLen = 12 })
-		if _, err := f.a.ChatPrompt([]Message{{Role: "user", Content: "a long question"}}); err == nil || !strings.Contains(err.Error(), "12-token context") {
+		f := newFake(t, func(c *Config) { c.MaxLen = 12 })
+		if _, err := f.a.ChatPrompt(context.Background(), []api.Message{{Role: "user", Content: "a long question"}}, nil); err == nil || !strings.Contains(err.Error(), "12-token context") {
 			t.Errorf("prompt too long: %v", err)
 		}
-		if _, err := f.a.Generate(context.Background(), [][]int{make([]int, 12)}, GenerateOptions{MaxTokens: 4}); err == nil {
+		if _, err := f.a.Generate(context.Background(), [][]int{make([]int, 12)}, textgen.GenerateOptions{MaxTokens: 4}, nil); err == nil {
 			t.Error("Generate with no room left: no error")
 		}
 		if _, err := f.a.Train([]rl.Sample{{TaskID: "t", Prompt: make([]int, 10), Actions: make([]int, 3)}}); err == nil || !strings.Contains(err.Error(), "does not fit") {
@@ -484,27 +508,27 @@ func TestAdapterErrors(t *testing.T) {
 		}
 	})
 	t.Run("sampler breaks its contract", func(t *testing.T) {
-		f := newFake(t, func(c *AdapterConfig) { c.Sampler = badSampler{} })
-		if _, err := f.a.Generate(context.Background(), [][]int{{1}, {2}}, GenerateOptions{MaxTokens: 4}); err == nil || !strings.Contains(err.Error(), "1 generations for 2 prompts") {
+		f := newFake(t, func(c *Config) { c.Sampler = badSampler{} })
+		if _, err := f.a.Generate(context.Background(), [][]int{{1}, {2}}, textgen.GenerateOptions{MaxTokens: 4}, nil); err == nil || !strings.Contains(err.Error(), "1 generations for 2 prompts") {
 			t.Errorf("short generations: %v", err)
 		}
 	})
 	t.Run("tools", func(t *testing.T) {
+		ctx := context.Background()
 		f := newFake(t, nil)
-		if _, err := f.a.ChatPromptTools([]Message{{Role: "user", Content: "x"}}, []Tool{{Type: "function"}}); err == nil || !strings.Contains(err.Error(), "tools") {
+		if _, err := f.a.ChatPrompt(ctx, []api.Message{{Role: "user", Content: "x"}}, []api.Tool{{Type: "function"}}); !errors.Is(err, openai.ErrNoToolTemplate) {
 			t.Errorf("tools without a tool template: %v", err)
 		}
 		// without tools, a conversation with tool calls is rendered with
-		// the calls folded into the text, as for a model without a tool
-		// template
-		msgs := []Message{{Role: "assistant", ToolCalls: []ToolCall{{ID: "1", Type: "function", Function: ToolCallFunction{Name: "f", Arguments: "{}"}}}}}
-		got, err := f.a.ChatPromptTools(msgs, nil)
-		want, _ := f.a.ChatPrompt(foldToolCalls(msgs))
+		// the calls folded into the text
+		msgs := []api.Message{{Role: "assistant", ToolCalls: []api.ToolCall{{ID: "1", Type: "function", Function: api.FunctionCall{Name: "f", Arguments: "{}"}}}}}
+		got, err := f.a.ChatPrompt(ctx, msgs, nil)
+		want, _ := f.a.ChatPrompt(ctx, openai.FoldToolCalls(msgs), nil)
 		if err != nil || !cmp.Equal(got, want) || len(want) <= len("assistant: \n") {
 			t.Errorf("tool history without a tool template: %v (%v), want %v", got, err, want)
 		}
-		f = newFake(t, func(c *AdapterConfig) { c.Tokenizer = toolTok{} })
-		ids, err := f.a.ChatPromptTools([]Message{{Role: "user", Content: "x"}}, []Tool{{Type: "function"}, {Type: "function"}})
+		f = newFake(t, func(c *Config) { c.Tokenizer = toolTok{} })
+		ids, err := f.a.ChatPrompt(ctx, []api.Message{{Role: "user", Content: "x"}}, []api.Tool{{Type: "function"}, {Type: "function"}})
 		if err != nil || len(ids) != len("user: x\n")+2 {
 			t.Errorf("tools through the tokenizer: %v %v", ids, err)
 		}
@@ -513,74 +537,44 @@ func TestAdapterErrors(t *testing.T) {
 
 type badSampler struct{}
 
-func (badSampler) Generate(context.Context, [][]int, GenerateOptions) ([]Generation, error) {
-	return []Generation{{}}, nil
+func (badSampler) Generate(context.Context, [][]int, textgen.GenerateOptions, func(textgen.TokenEvent)) ([]textgen.Generation, error) {
+	return []textgen.Generation{{}}, nil
 }
 
-// TestAdapterGenerate: the Sampler gets no Stop and a MaxTokens that fits
-// the context; Stop is called once per token in order and cuts the
-// generation; the streamed events and the returned generations agree with
-// Generate's, for a streaming Sampler and for one replayed after sampling.
+// TestAdapterGenerate: the Sampler gets the request's options with a
+// MaxTokens that fits the context; its events reach emit with the
+// adapter's version, and every generation reports that version.
 func TestAdapterGenerate(t *testing.T) {
 	prompts := [][]int{{1, 2, 3}, {4, 5, 6, 7, 8}}
-	// stop after the 'l' of "hello" for prompt 0 (tokens shift by the
-	// prompt index, so prompt 1 never sees an 'l' and runs to MaxTokens).
-	newStop := func(calls *[]string) func(int, []int) bool {
-		return func(i int, toks []int) bool {
-			*calls = append(*calls, fmt.Sprint(i, len(toks)))
-			return i == 0 && toks[len(toks)-1] == 'l'+1
+	ts := &textSampler{answer: "hello"}
+	f := newFake(t, func(c *Config) { c.Sampler = ts; c.MaxLen = 9 })
+	f.pol.version = 7
+	stop := func(i int, toks []int) bool { return i == 0 && toks[len(toks)-1] == 'l'+1 }
+	var evs []textgen.TokenEvent
+	gens, err := f.a.Generate(context.Background(), prompts, textgen.GenerateOptions{MaxTokens: 10, Stop: stop}, func(ev textgen.TokenEvent) { evs = append(evs, ev) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.got[0]; got.Stop == nil || got.MaxTokens != 4 {
+		t.Errorf("the sampler got Stop %v and MaxTokens %d, want the request's Stop and 4 (context 9, prompt 5)", got.Stop != nil, got.MaxTokens)
+	}
+	want := []textgen.Generation{
+		{Tokens: []int{'h' + 1, 'e' + 1, 'l' + 1}, LogProbs: []float32{-1, -2, -3}, FinishReason: "stop", Version: 7},
+		{Tokens: []int{'h' + 2, 'e' + 2, 'l' + 2, 'l' + 2}, LogProbs: []float32{-1, -2, -3, -4}, FinishReason: "length", Version: 7},
+	}
+	if diff := cmp.Diff(want, gens); diff != "" {
+		t.Errorf("generations (-want +got):\n%s", diff)
+	}
+	perPrompt := map[int][]int{}
+	for _, ev := range evs {
+		perPrompt[ev.Prompt] = append(perPrompt[ev.Prompt], ev.Token)
+		if ev.Version != 7 {
+			t.Errorf("event %+v: version %d, want 7", ev, ev.Version)
 		}
 	}
-	for _, streaming := range []bool{false, true} {
-		ts := &streamSampler{textSampler{answer: "hello"}}
-		var s Sampler = &ts.textSampler
-		if streaming {
-			s = ts
-		}
-		f := newFake(t, func(c *AdapterConfig) { c.Sampler = s; c.MaxLen = 9 })
-		var calls []string
-		var evs []TokenEvent
-		gens, err := f.a.GenerateStream(context.Background(), prompts, GenerateOptions{MaxTokens: 10, Stop: newStop(&calls)}, func(ev TokenEvent) { evs = append(evs, ev) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := ts.got[0]
-		if got.Stop != nil || got.MaxTokens != 4 {
-			t.Errorf("streaming %v: the sampler got Stop %v and MaxTokens %d, want none and 4 (context 9, prompt 5)", streaming, got.Stop != nil, got.MaxTokens)
-		}
-		want := []Generation{
-			{Tokens: []int{'h' + 1, 'e' + 1, 'l' + 1}, LogProbs: []float32{-1, -2, -3}, FinishReason: "stop"},
-			{Tokens: []int{'h' + 2, 'e' + 2, 'l' + 2, 'l' + 2}, LogProbs: []float32{-1, -2, -3, -4}, FinishReason: "length"},
-		}
-		if diff := cmp.Diff(want, gens); diff != "" {
-			t.Errorf("streaming %v: generations (-want +got):\n%s", streaming, diff)
-		}
-		perPrompt := map[int][]int{}
-		for _, ev := range evs {
-			perPrompt[ev.Prompt] = append(perPrompt[ev.Prompt], ev.Token)
-			if (ev.FinishReason != "") != (len(perPrompt[ev.Prompt]) == len(want[ev.Prompt].Tokens)) {
-				t.Errorf("streaming %v: event %+v: finish reason on the wrong token", streaming, ev)
-			}
-		}
-		for i, g := range want {
-			if !cmp.Equal(perPrompt[i], g.Tokens) {
-				t.Errorf("streaming %v: prompt %d streamed %v, want %v", streaming, i, perPrompt[i], g.Tokens)
-			}
-		}
-		calls0 := 0
-		for _, c := range calls {
-			if c[0] == '0' {
-				calls0++
-			}
-		}
-		if calls0 != 3 || len(calls) != 3+4 {
-			t.Errorf("streaming %v: Stop calls %v, want 3 for prompt 0 and 4 for prompt 1", streaming, calls)
-		}
-		// plain Generate gives the same generations
-		calls = nil
-		plain, err := f.a.Generate(context.Background(), prompts, GenerateOptions{MaxTokens: 10, Stop: newStop(&calls)})
-		if err != nil || !cmp.Equal(plain, gens) {
-			t.Errorf("streaming %v: Generate %v (%v), GenerateStream %v", streaming, plain, err, gens)
+	for i, g := range want {
+		if !cmp.Equal(perPrompt[i], g.Tokens) {
+			t.Errorf("prompt %d streamed %v, want %v", i, perPrompt[i], g.Tokens)
 		}
 	}
 }
@@ -593,7 +587,7 @@ func TestAdapterEvaluator(t *testing.T) {
 		want bool
 	}{{&countPolicy{}, false}, {&evalPolicy{}, true}} {
 		tr := &recTrainer{}
-		a, err := NewAdapter(AdapterConfig{Name: "m", Tokenizer: byteTok{}, Sampler: &textSampler{}, Policy: tt.pol, Trainer: tr})
+		a, err := New(Config{Name: "m", Tokenizer: byteTok{}, Sampler: &textSampler{}, Policy: tt.pol, Trainer: tr})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -611,33 +605,46 @@ func TestAdapterEvaluator(t *testing.T) {
 // a checkpointed server resumes at it.
 func TestAdapterServed(t *testing.T) {
 	dir := t.TempDir()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newModel := func() *Adapter {
-		tab := NewTabularPolicy(TabularConfig{Name: "tab", Order: 1, Optimizer: "sgd", LR: 1, Seed: 1})
-		a, err := NewAdapter(AdapterConfig{Name: "tab", Tokenizer: byteTok{}, Sampler: &textSampler{answer: "ok"}, Policy: tab, State: &floatState{params: make([]float64, 0)}})
+		tab := policies.NewTabular(policies.TabularConfig{Name: "tab", Order: 1, Optimizer: "sgd", LR: 1, Seed: 1})
+		a, err := New(Config{Name: "tab", Tokenizer: byteTok{}, Sampler: &textSampler{answer: "ok"}, Policy: tab, State: &floatState{params: make([]float64, 0)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return a
 	}
-	m := newModel()
-	ts := startServer(t, m, testTrainConfig(1, 2), func(c *ServerConfig) { c.CheckpointDir = dir })
-	ctx := ctxT(t)
+	tc := swarm.DefaultTrainConfig()
+	tc.BatchSize, tc.NumRepeat = 1, 2
+	s, url, stop, err := swarm.Serve("127.0.0.1:0", swarm.ServerConfig{Model: newModel(), Train: tc, CheckpointDir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	cli := client.New(url)
+	ctx := context.Background()
 	for i := range 2 {
-		_, err := RunWorkflow(ctx, []*Client{ts.cli}, nil, "t", func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error) {
-			if _, err := eps[0].Chat().Create(ctx, ChatRequest{Messages: []ChatMessage{{Role: "user", Content: "hi"}}, MaxTokens: 2}); err != nil {
+		_, err := client.RunWorkflow(ctx, []*client.Client{cli}, nil, "t", func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
+			if _, err := eps[0].Chat().Create(ctx, api.ChatRequest{Messages: []api.Message{{Role: "user", Content: "hi"}}, MaxTokens: 2}); err != nil {
 				return nil, err
 			}
-			return []WorkflowResult{{Reward: float64(i)}}, nil
+			return []client.WorkflowResult{{Reward: float64(i)}}, nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "a training step", func() bool { st, _, g := ts.s.Status(); return g == 1 && st == StatusRolling })
-	if err := ts.s.Checkpoint(); err != nil {
+	deadline := time.Now().Add(30 * time.Second)
+	for st, _, g := s.Status(); g != 1 || st != swarm.StatusRolling; st, _, g = s.Status() {
+		if time.Now().After(deadline) {
+			t.Fatal("no training step")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := NewServer(ServerConfig{Model: newModel(), CheckpointDir: dir, Logger: quietLog})
+	s2, err := swarm.NewServer(swarm.ServerConfig{Model: newModel(), CheckpointDir: dir, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

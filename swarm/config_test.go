@@ -1,0 +1,38 @@
+package swarm
+
+import "testing"
+
+func TestParseYAMLConfig(t *testing.T) {
+	y := `ajet:
+  project_name: x   # comment
+  data:
+    train_batch_size: 8
+    max_prompt_length: 3000
+  rollout:
+    num_repeat: 4
+    user_workflow: "tutorial.x->Y"
+    list:
+    - a
+    - b
+  swarm_mode_sample_collection_method: rollout_until_finish_enough_non_dummy_tasks
+  trainer_common:
+    algorithm:
+      adv_estimator: grpo
+troupe:
+  max_staleness: 2
+`
+	tc := DefaultTrainConfig()
+	if err := tc.ApplyYAML(y); err != nil {
+		t.Fatal(err)
+	}
+	if tc.BatchSize != 8 || tc.NumRepeat != 4 || tc.MaxPromptTokens != 3000 || tc.MaxStaleness != 2 || tc.CollectionMethod != CollectNonDummyTasks {
+		t.Fatalf("parsed %+v", tc)
+	}
+	bad := DefaultTrainConfig()
+	if err := bad.ApplyYAML("ajet:\n  trainer_common:\n    algorithm:\n      adv_estimator: gae\n"); err == nil {
+		t.Fatal("gae should be refused")
+	}
+	if err := bad.ApplyYAML("ajet:\n  data:\n    train_batch_size: lots\n"); err == nil {
+		t.Fatal("non-integer batch size should be refused")
+	}
+}

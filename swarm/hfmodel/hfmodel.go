@@ -1,0 +1,192 @@
+package hfmodel
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/nn"
+	"github.com/troupe-ml/troupe/nn/hf"
+	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
+	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/rl/policies"
+	"github.com/troupe-ml/troupe/swarm/adapter"
+	"github.com/troupe-ml/troupe/textgen"
+)
+
+// Chat is the adapter.ChatTokenizer of a pretrained model: its own Hugging
+// Face tokenizer and Jinja chat template, tools included.
+type Chat struct {
+	Tok *hf.Tokenizer
+	// Extra are further template variables (enable_thinking, ...).
+	Extra map[string]any
+}
+
+// ChatPrompt implements adapter.ChatTokenizer: the template renders the
+// conversation (and tools) with the generation prompt, and the text is
+// encoded as transformers' apply_chat_template does (special tokens in the
+// text are matched, none are added).
+func (c Chat) ChatPrompt(ctx context.Context, msgs []api.Message, tools []api.Tool) ([]int, error) {
+	in := jinja.ChatInput{AddGenerationPrompt: true, Extra: c.Extra}
+	for _, m := range msgs {
+		jm, err := templateMessage(m)
+		if err != nil {
+			return nil, err
+		}
+		in.Messages = append(in.Messages, jm)
+	}
+	for _, t := range tools {
+		fn := map[string]any{"name": t.Function.Name}
+		if t.Function.Description != "" {
+			fn["description"] = t.Function.Description
+		}
+		if len(t.Function.Parameters) > 0 {
+			p, err := jinja.ParseJSON(t.Function.Parameters)
+			if err != nil {
+				return nil, fmt.Errorf("tool %q: parameters: %w", t.Function.Name, err)
+			}
+			fn["parameters"] = p
+		}
+		typ := t.Type
+		if typ == "" {
+			typ = "function"
+		}
+		in.Tools = append(in.Tools, map[string]any{"type": typ, "function": fn})
+	}
+	s, err := c.Tok.Render(in)
+	if err != nil {
+		return nil, err
+	}
+	return c.Tok.Encode(s), nil
+}
+
+// templateMessage is a message as chat templates read it; a tool call's
+// arguments are passed as the JSON object they encode (templates print them
+// with tojson), or as the string when they are not JSON.
+func templateMessage(m api.Message) (map[string]any, error) {
+	jm := map[string]any{"role": m.Role, "content": m.Content}
+	if m.Name != "" {
+		jm["name"] = m.Name
+	}
+	if m.ToolCallID != "" {
+		jm["tool_call_id"] = m.ToolCallID
+	}
+	if len(m.ToolCalls) > 0 {
+		var calls []any
+		for _, tc := range m.ToolCalls {
+			var args any = tc.Function.Arguments
+			if v, err := jinja.ParseJSON([]byte(tc.Function.Arguments)); err == nil {
+				args = v
+			}
+			typ := tc.Type
+			if typ == "" {
+				typ = "function"
+			}
+			call := map[string]any{"type": typ, "function": map[string]any{"name": tc.Function.Name, "arguments": args}}
+			if tc.ID != "" {
+				call["id"] = tc.ID
+			}
+			calls = append(calls, call)
+		}
+		jm["tool_calls"] = calls
+	}
+	return jm, nil
+}
+
+// TokenBytes implements adapter.ChatTokenizer.
+func (c Chat) TokenBytes(tok int) []byte { return c.Tok.TokenBytes(tok) }
+
+// EncodeText implements adapter.ChatTokenizer.
+func (c Chat) EncodeText(s string) ([]int, error) { return c.Tok.Encode(s), nil }
+
+// Sampler samples from a pretrained model with a LoRA adapter (nil: the
+// base alone). The model keeps no per-request state, so samplers of several
+// adapters generate from one base at once.
+type Sampler struct {
+	Base *hf.Model
+	LoRA *hf.LoRA
+	// StopTokens end a generation (the tokenizer's end-of-turn tokens).
+	StopTokens []int
+}
+
+// Generate implements adapter.Sampler.
+func (s *Sampler) Generate(ctx context.Context, prompts [][]int, opts textgen.GenerateOptions, emit func(textgen.TokenEvent)) ([]textgen.Generation, error) {
+	opts.StopTokens = append(slices.Clip(opts.StopTokens), s.StopTokens...)
+	return s.Base.Generate(ctx, s.LoRA, prompts, opts, emit)
+}
+
+// Config configures a pretrained model served with a trainable LoRA
+// adapter.
+type Config struct {
+	// Name is the model id; clients may also name it in a request's model
+	// field.
+	Name string
+	// Base is the frozen pretrained model; several HF models may share it.
+	Base *hf.Model
+	// Tokenizer is the base's tokenizer and chat template.
+	Tokenizer *hf.Tokenizer
+	// LoRA is an existing adapter (loaded with hf.LoadLoRA); when nil one
+	// is made from LoRAConfig (its zero fields take hf's LoRA defaults).
+	LoRA       *hf.LoRA
+	LoRAConfig hf.LoRAConfig
+	// LR is AdamW's learning rate (DefaultLR when zero), ClipNorm the
+	// gradient clipping norm (DefaultClipNorm when zero).
+	LR, ClipNorm float64
+	// Trainer is the policy-gradient algorithm; GRPO when nil.
+	Trainer rl.Trainer
+	// MaxLen is the context length (the smaller of the model's
+	// max_position_embeddings and DefaultMaxLen when zero).
+	MaxLen int
+	// TemplateVars are extra chat-template variables (enable_thinking, ...).
+	TemplateVars map[string]any
+}
+
+// Defaults of Config.
+const (
+	DefaultLR       = 1e-5
+	DefaultClipNorm = 1
+	DefaultMaxLen   = 4096
+)
+
+// New serves a pretrained model: its tokenizer and chat template,
+// generation with its LoRA adapter, and GRPO training of the adapter alone
+// (the base is never written), checkpointed with its optimizer state. The
+// adapter's matrices keep PEFT's names in the checkpoint.
+func New(cfg Config) (*adapter.Adapter, *policies.LoRA, error) {
+	if cfg.Base == nil || cfg.Tokenizer == nil {
+		return nil, nil, fmt.Errorf("hfmodel: %q needs a Base and a Tokenizer", cfg.Name)
+	}
+	if !cfg.Tokenizer.HasChatTemplate() {
+		return nil, nil, fmt.Errorf("hfmodel: %q: the tokenizer has no chat_template", cfg.Name)
+	}
+	if v := cfg.Tokenizer.VocabSize(); v > cfg.Base.Config.Vocab {
+		return nil, nil, fmt.Errorf("hfmodel: %q: the tokenizer has %d tokens, the model's vocabulary only %d", cfg.Name, v, cfg.Base.Config.Vocab)
+	}
+	ad := cfg.LoRA
+	if ad == nil {
+		var err error
+		if ad, err = hf.NewLoRA(cfg.Base, cfg.LoRAConfig); err != nil {
+			return nil, nil, fmt.Errorf("hfmodel: %q: %w", cfg.Name, err)
+		}
+	}
+	cfg.LR = cmp.Or(cfg.LR, DefaultLR)
+	cfg.ClipNorm = cmp.Or(cfg.ClipNorm, DefaultClipNorm)
+	cfg.MaxLen = cmp.Or(cfg.MaxLen, min(cfg.Base.Config.MaxPos, DefaultMaxLen))
+	opt := nn.NewAdamW(nn.Constant(cfg.LR), 0)
+	pol := policies.NewLoRA(ad, opt, cfg.ClipNorm)
+	a, err := adapter.New(adapter.Config{
+		Name:      cfg.Name,
+		Tokenizer: Chat{Tok: cfg.Tokenizer, Extra: cfg.TemplateVars},
+		Sampler:   &Sampler{Base: cfg.Base, LoRA: ad, StopTokens: cfg.Tokenizer.StopTokens()},
+		Policy:    pol,
+		Trainer:   cfg.Trainer,
+		State:     &adapter.StoreState{Store: ad.Store, Opt: opt},
+		MaxLen:    cfg.MaxLen,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, pol, nil
+}

@@ -1,0 +1,427 @@
+package swarm
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/troupe-ml/troupe/rl"
+)
+
+// finishedEpisode is a train episode that ended with a reward and waits
+// for a batch.
+type finishedEpisode struct {
+	id, taskID, client string
+	reward             float64
+	samples            []rl.Sample
+	minVersion         int64  // oldest parameter version among its completions; -1 when none
+	seq                uint64 // its sequence in the episode journal; 0 when not journaled
+}
+
+// activeClient is a client on the agree-sync-weight active list: it ended a
+// rewarded train episode since the last weight sync (AgentJet's
+// ActiveSwarmClient).
+type activeClient struct {
+	lastActivity time.Time
+	agreed       bool
+}
+
+// Accounting tracks where finished train episodes went.
+type Accounting struct {
+	Ended                       int64   // train episodes ended with a reward
+	EndedRewardSum              float64 // sum of their rewards
+	TrainedEpisodes             int64   // episodes handed to a training step
+	TrainedRewardSum            float64
+	Dropped                     int64 // stale, dummy or overflow episodes never trained on
+	DroppedRewardSum            float64
+	Buffered                    int64 // waiting for the next batch
+	BufferedRewardSum           float64
+	Recovered                   int64 // replayed from the journal at boot (ended before a restart) or published by another front-end
+	RecoveredRewardSum          float64
+	Reclaimed, Aborted, Claimed int64
+}
+
+// batcher holds the finished episodes waiting for a batch and the
+// agree-sync-weight voters, and decides, by the collection method, which
+// of them the next step trains on. Its methods are called with the
+// server's mutex held.
+type batcher struct {
+	finished []*finishedEpisode
+	active   map[string]*activeClient // agree-sync-weight voters, by client_uuid
+}
+
+// agreeMethod says whether the collection method trains on the clients'
+// votes rather than on counts.
+func agreeMethod(method string) bool { return method == CollectAnyAgree || method == CollectAllAgree }
+
+// bufferLimit bounds the finished episodes kept for training: eight
+// batches, or, for the agree-sync-weight methods (whose batch is whatever
+// the clients collected), 65536 episodes.
+func bufferLimit(tc TrainConfig) int {
+	if agreeMethod(tc.CollectionMethod) {
+		return 1 << 16
+	}
+	return 8 * tc.BatchSize * tc.NumRepeat
+}
+
+// selectBatch picks the episodes of the next training batch according to
+// tc's collection method. With take, the chosen episodes are removed from
+// the buffer, and so are stale ones (more than tc.MaxStaleness versions
+// behind step cur) and dummy tasks, which drop receives.
+func (b *batcher) selectBatch(tc TrainConfig, cur int64, take bool, drop func(*finishedEpisode, string)) ([]*finishedEpisode, bool) {
+	if take {
+		b.finished = slices.DeleteFunc(b.finished, func(fe *finishedEpisode) bool {
+			if fe.minVersion >= 0 && cur-fe.minVersion > tc.MaxStaleness {
+				drop(fe, "stale")
+				return true
+			}
+			return false
+		})
+	}
+	switch tc.CollectionMethod {
+	case CollectAnyAgree, CollectAllAgree:
+		// AgentJet's trainer stops rolling when any (all) of the active
+		// clients agreed, and trains on what was collected: batch_size
+		// does not apply.
+		if len(b.finished) == 0 || len(b.active) == 0 {
+			return nil, false
+		}
+		agreed := 0
+		for _, ac := range b.active {
+			if ac.agreed {
+				agreed++
+			}
+		}
+		if agreed == 0 || tc.CollectionMethod == CollectAllAgree && agreed < len(b.active) {
+			return nil, false
+		}
+		if !take {
+			return nil, true
+		}
+		batch := b.finished
+		b.finished = nil
+		return batch, true
+	case CollectEpisodes:
+		need := tc.BatchSize * tc.NumRepeat
+		if len(b.finished) < need {
+			return nil, false
+		}
+		if !take {
+			return nil, true
+		}
+		batch := slices.Clone(b.finished[:need])
+		b.finished = slices.Clone(b.finished[need:])
+		return batch, true
+	}
+	order := []string{}
+	byTask := map[string][]*finishedEpisode{}
+	for _, fe := range b.finished {
+		if _, ok := byTask[fe.taskID]; !ok {
+			order = append(order, fe.taskID)
+		}
+		byTask[fe.taskID] = append(byTask[fe.taskID], fe)
+	}
+	chosen := map[string]bool{}
+	dummy := map[string]bool{}
+	for _, t := range order {
+		eps := byTask[t]
+		if len(eps) < tc.NumRepeat {
+			continue
+		}
+		if tc.CollectionMethod == CollectNonDummyTasks && !slices.ContainsFunc(eps[1:], func(fe *finishedEpisode) bool { return fe.reward != eps[0].reward }) {
+			dummy[t] = true
+			continue
+		}
+		if len(chosen) < tc.BatchSize {
+			chosen[t] = true
+		}
+	}
+	if len(chosen) < tc.BatchSize {
+		return nil, false
+	}
+	if !take {
+		return nil, true
+	}
+	var batch []*finishedEpisode
+	var rest []*finishedEpisode
+	for _, fe := range b.finished {
+		switch {
+		case chosen[fe.taskID]:
+			batch = append(batch, fe)
+		case dummy[fe.taskID]:
+			drop(fe, "dummy")
+		default:
+			rest = append(rest, fe)
+		}
+	}
+	b.finished = rest
+	return batch, true
+}
+
+// sortBatch puts a training batch in an order fixed by its content (task,
+// reward, then the samples' tokens and log-probabilities), not by when its
+// episodes finished. Concurrent clients finish episodes in an order that
+// changes from run to run, and a model's gradient is a float sum over the
+// batch whose rounding depends on the order: unsorted, a seeded run would
+// train bitwise different weights whenever its episodes interleaved
+// differently, and once in a while a sampled token would flip and the run
+// diverge.
+func sortBatch(batch []*finishedEpisode) {
+	slices.SortStableFunc(batch, func(a, b *finishedEpisode) int {
+		c := cmp.Or(strings.Compare(a.taskID, b.taskID), cmp.Compare(a.reward, b.reward), cmp.Compare(len(a.samples), len(b.samples)))
+		for i := 0; c == 0 && i < len(a.samples); i++ {
+			x, y := &a.samples[i], &b.samples[i]
+			c = cmp.Or(slices.Compare(x.Prompt, y.Prompt), slices.Compare(x.Actions, y.Actions), slices.Compare(x.LogProbs, y.LogProbs),
+				slices.Compare(x.Obs, y.Obs), slices.Compare(x.StepRewards, y.StepRewards), cmp.Compare(x.Reward, y.Reward))
+		}
+		return c
+	})
+}
+
+// ruleMetLocked reports whether the finished episodes satisfy the
+// collection rule.
+func (s *Server) ruleMetLocked() bool {
+	_, ok := s.batch.selectBatch(s.train, s.step.Load(), false, nil)
+	return ok
+}
+
+// maybeTriggerLocked moves ROLLING to ROLLING_POST when the rule is met.
+func (s *Server) maybeTriggerLocked() {
+	if s.status != StatusRolling || s.training || !s.ruleMetLocked() {
+		return
+	}
+	s.status, s.detail = StatusRollingPost, "batch collected; draining open train episodes"
+	s.m.setStatus(s.status)
+	select {
+	case s.trainReq <- struct{}{}:
+	default:
+	}
+}
+
+// acceptFinishedLocked takes a finished train episode into the buffer of
+// the next batch. This is where a finished episode is acknowledged: the
+// caller answers end_episode with 200 right after it returns, so a journal
+// that must hold every acknowledged reward (an episode stream) appends
+// here, before the buffer takes it.
+func (s *Server) acceptFinishedLocked(fe *finishedEpisode) {
+	if fe.seq != 0 && !s.jr.track(fe) {
+		// A retried end of an episode whose first publish timed out but
+		// was stored: the consumer buffered (and counted) it.
+		return
+	}
+	s.acct.Ended++
+	s.acct.EndedRewardSum += fe.reward
+	if s.cfg.Role == RoleRollout {
+		// The trainer takes it from the journal.
+		s.jr.forget(fe.seq)
+		return
+	}
+	s.bufferLocked(fe)
+}
+
+// bufferLocked appends a finished episode to the buffer of the next batch,
+// dropping the oldest beyond the buffer's bound.
+func (s *Server) bufferLocked(fe *finishedEpisode) {
+	s.batch.finished = append(s.batch.finished, fe)
+	if lim := bufferLimit(s.train); len(s.batch.finished) > lim {
+		n := len(s.batch.finished) - lim
+		for _, old := range s.batch.finished[:n] {
+			s.dropLocked(old, "overflow")
+		}
+		s.batch.finished = slices.Clone(s.batch.finished[n:])
+	}
+}
+
+// dropLocked counts and logs a finished train episode that will never be
+// trained on.
+func (s *Server) dropLocked(fe *finishedEpisode, reason string) {
+	s.m.dropped.WithLabelValues(reason).Inc()
+	s.markDoneLocked(fe, -1)
+	s.acct.Dropped++
+	s.acct.DroppedRewardSum += fe.reward
+	s.log.Warn("finished episode dropped", "reason", reason, "episode", fe.id, "task_id", fe.taskID, "reward", fe.reward, "min_version", fe.minVersion)
+}
+
+func (s *Server) trainLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case <-s.trainReq:
+			s.trainOnce()
+		}
+	}
+}
+
+// trainOnce drains ROLLING_POST, runs one training step in WEIGHT_SYNCING
+// and returns to ROLLING.
+func (s *Server) trainOnce() {
+	s.mu.Lock()
+	epoch := s.epoch
+	if s.status != StatusRollingPost {
+		s.mu.Unlock()
+		return
+	}
+	deadline := time.Now().Add(s.train.DrainTimeout)
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		if s.epoch != epoch || s.status != StatusRollingPost {
+			s.mu.Unlock()
+			return
+		}
+		if s.eps.openTrain == 0 || !time.Now().Before(deadline) {
+			break // s.mu held
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.stopCh:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	s.status, s.detail = StatusWeightSyncing, "training"
+	s.m.setStatus(s.status)
+	s.training = true
+	syncStart := time.Now()
+	agree := agreeMethod(s.train.CollectionMethod)
+	batch, ok := s.batch.selectBatch(s.train, s.step.Load(), true, s.dropLocked)
+	// Leaving ROLLING: every vote is spent (AgentJet resets its active
+	// client list here).
+	clear(s.batch.active)
+	s.mu.Unlock()
+
+	var stats rl.Stats
+	var err error
+	step := s.step.Load()
+	if ok {
+		stats, step, err = s.trainBatch(batch)
+	}
+	if agree {
+		// AgentJet's client, having agreed, waits to see the sync it
+		// agreed to, checking a cached status every 5 s: a step shorter
+		// than that would leave it waiting forever.
+		if wait := s.cfg.MinAgreeSync - time.Since(syncStart); wait > 0 {
+			select {
+			case <-s.stopCh:
+			case <-time.After(wait):
+			}
+		}
+	}
+	s.mu.Lock()
+	s.training = false
+	if err != nil {
+		s.log.Error("training step failed", "err", err)
+	}
+	if s.epoch == epoch && s.status == StatusWeightSyncing {
+		s.status, s.detail = StatusRolling, "collecting episodes"
+		if err != nil {
+			s.detail = "last training step failed: " + err.Error()
+		}
+		if ok && err == nil {
+			s.lastStats = stats
+		}
+		s.m.setStatus(s.status)
+		s.maybeTriggerLocked()
+	}
+	every := s.train.CheckpointEvery
+	s.mu.Unlock()
+	s.m.globalStep.Set(float64(step))
+	if ok && err == nil && every > 0 && step > 0 && step%int64(every) == 0 {
+		if err := s.Checkpoint(); err != nil {
+			s.log.Error("checkpoint failed", "err", err)
+		}
+	}
+	if ok && err == nil && s.cfg.Role == RoleTrain {
+		if err := s.publishWeights(step); err != nil {
+			s.log.Error("weights not published; front-ends keep the previous step", "err", err)
+		}
+	}
+}
+
+// trainBatch runs Model.Train on a batch and records the step; it returns
+// the step's statistics and the global step after it.
+func (s *Server) trainBatch(batch []*finishedEpisode) (rl.Stats, int64, error) {
+	var samples []rl.Sample
+	var rs welford
+	var rsum float64
+	tasks := map[string]bool{}
+	sortBatch(batch)
+	for _, fe := range batch {
+		samples = append(samples, fe.samples...)
+		rs.add(fe.reward)
+		rsum += fe.reward
+		tasks[fe.taskID] = true
+	}
+	s.m.batchReward.Set(rs.mean)
+	s.mu.Lock()
+	s.acct.TrainedEpisodes += int64(len(batch))
+	s.acct.TrainedRewardSum += rsum
+	s.mu.Unlock()
+	start := time.Now()
+	s.trainMu.Lock()
+	var stats rl.Stats
+	var err error
+	if len(samples) > 0 {
+		stats, err = s.model.Train(samples)
+	}
+	step := s.model.Version()
+	s.step.Store(step)
+	s.mu.Lock()
+	for _, fe := range batch {
+		// A failed step trained nothing it will retry: the episodes are
+		// spent either way, acknowledged with the next checkpoint.
+		s.markDoneLocked(fe, step)
+	}
+	s.mu.Unlock()
+	s.trainMu.Unlock()
+	dur := time.Since(start)
+	s.m.trainSeconds.Observe(dur.Seconds())
+	if err != nil || len(samples) == 0 {
+		return stats, step, err
+	}
+	s.m.trainSteps.Inc()
+	ts := TrainStep{Step: step, Episodes: len(batch), Tasks: len(tasks), Samples: len(samples),
+		RewardMean: rs.mean, RewardStd: rs.std(), Duration: dur, Time: time.Now(), Stats: stats}
+	for _, fe := range batch {
+		ts.EpisodeIDs = append(ts.EpisodeIDs, fe.id)
+	}
+	s.log.Info("training step", "global_step", step, "episodes", len(batch), "samples", len(samples),
+		"loss", stats.Loss, "grad_norm", stats.GradNorm, "reward_mean", rs.mean, "reward_std", ts.RewardStd,
+		"skipped_groups", stats.SkippedGroups, "duration", dur)
+	s.mu.Lock()
+	s.vlogLocked("train", fmt.Sprintf("step %d: %d episodes, reward mean %.4g, loss %.4g", step, len(batch), rs.mean, stats.Loss))
+	s.mu.Unlock()
+	s.recordStep(ts)
+	return stats, step, nil
+}
+
+// Accounting returns the episode accounting (tests use it to show that no
+// finished episode's reward is lost).
+func (s *Server) Accounting() Accounting {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.acct
+	for _, fe := range s.batch.finished {
+		a.Buffered++
+		a.BufferedRewardSum += fe.reward
+	}
+	return a
+}
+
+// BufferedEpisodes reports finished train episodes waiting for training.
+func (s *Server) BufferedEpisodes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.batch.finished)
+}
+
+// LastTrainStats returns the statistics of the last training step.
+func (s *Server) LastTrainStats() rl.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastStats
+}
