@@ -33,6 +33,10 @@ type Config struct {
 	// Name names the connection (and the embedded server) in NATS's
 	// monitoring; "troupe" when empty.
 	Name string
+	// Auth is the client's credentials for the server at URL (see Auth);
+	// credentials in the URL itself ("nats://user:pass@host") work too,
+	// but not both. Log lines and errors show a URL through Redact.
+	Auth Auth
 
 	// The fields below apply to the embedded server only.
 
@@ -49,6 +53,13 @@ type Config struct {
 	SyncAlways bool
 	// MaxPayload bounds one message (DefaultMaxPayload when zero).
 	MaxPayload int32
+	// ServerAuth, when set, makes the listener authenticate clients and
+	// gives each user its role's permissions. Nil accepts any client:
+	// see CheckListen.
+	ServerAuth *ServerAuth
+	// ServerTLS, when set, makes the listener speak TLS only, and with a
+	// client CA requires client certificates.
+	ServerTLS *ServerTLS
 
 	// ConnectTimeout bounds the wait for the server (10 s when zero).
 	ConnectTimeout time.Duration
@@ -104,14 +115,24 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 				b.log.Warn("disconnected from NATS", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { b.log.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { b.log.Info("reconnected to NATS", "url", Redact(nc.ConnectedUrl())) }),
+		// Asynchronous errors, a permissions violation among them (the
+		// server drops a publish it denies; a request then times out).
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				b.log.Warn("NATS error", "subject", sub.Subject, "err", err)
+			} else {
+				b.log.Warn("NATS error", "err", err)
+			}
+		}),
 	}
 	url := cfg.URL
 	if url == "" {
-		srv, err := startServer(cfg, b.log)
+		srv, self, err := startServer(cfg, b.log)
 		if err != nil {
 			return nil, err
 		}
+		opts = append(opts, self...)
 		b.srv = srv
 		if cfg.DataDir == "" {
 			b.tmpStore = srv.JetStreamConfig().StoreDir
@@ -121,6 +142,14 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 			b.replicas = min(3, cmp.Or(cfg.Cluster.Size, len(cfg.Cluster.Routes)+1))
 		}
 	} else {
+		if urlHasUserInfo(url) && cfg.Auth.hasCredentials() {
+			return nil, fmt.Errorf("bus: %s carries credentials and Config.Auth gives others: give one", Redact(url))
+		}
+		auth, err := cfg.Auth.options()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, auth...)
 		opts = append(opts, nats.RetryOnFailedConnect(false))
 	}
 	// A server that is still starting (or restarting) is waited for up
@@ -133,11 +162,11 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	if err != nil {
 		b.shutdown()
-		where := url
+		where := Redact(url)
 		if where == "" {
 			where = "the embedded server"
 		}
-		return nil, fmt.Errorf("bus: connect to %s: %w", where, err)
+		return nil, fmt.Errorf("bus: connect to %s: %w", where, redactErr(err, url))
 	}
 	b.nc = nc
 	js, err := jetstream.New(nc)
@@ -151,12 +180,14 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	defer cancel()
 	if err := awaitJetStream(actx, js); err != nil {
 		b.Close()
-		return nil, fmt.Errorf("bus: %s has no usable JetStream (a server needs -js; a cluster, a majority of its nodes up): %w", cmp.Or(url, "the embedded server"), err)
+		return nil, fmt.Errorf("bus: %s has no usable JetStream (a server needs -js; a cluster, a majority of its nodes up): %w", cmp.Or(Redact(url), "the embedded server"), redactErr(err, url))
 	}
 	return b, nil
 }
 
-func startServer(cfg Config, log *slog.Logger) (srv *server.Server, err error) {
+// startServer starts the embedded server and returns it with the options
+// that let Open's in-process connection authenticate to it.
+func startServer(cfg Config, log *slog.Logger) (srv *server.Server, self []nats.Option, err error) {
 	o := &server.Options{
 		ServerName: cfg.Name,
 		JetStream:  true,
@@ -166,16 +197,19 @@ func startServer(cfg Config, log *slog.Logger) (srv *server.Server, err error) {
 		// A connection with a slow consumer must not stall the server.
 		WriteDeadline: 10 * time.Second,
 	}
+	if self, err = applyServerAuth(o, cfg.ServerAuth, cfg.ServerTLS); err != nil {
+		return nil, nil, err
+	}
 	if cfg.DataDir != "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("bus: data dir: %w", err)
+			return nil, nil, fmt.Errorf("bus: data dir: %w", err)
 		}
 		o.StoreDir = cfg.DataDir
 	} else {
 		// No data dir: a store that lives and dies with the process.
 		d, err := os.MkdirTemp("", "troupe-nats-")
 		if err != nil {
-			return nil, fmt.Errorf("bus: temporary store: %w", err)
+			return nil, nil, fmt.Errorf("bus: temporary store: %w", err)
 		}
 		o.StoreDir = d
 	}
@@ -184,32 +218,32 @@ func startServer(cfg Config, log *slog.Logger) (srv *server.Server, err error) {
 	} else {
 		host, port, err := splitHostPort(cfg.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("bus: listen address %q: %w", cfg.Listen, err)
+			return nil, nil, fmt.Errorf("bus: listen address %q: %w", cfg.Listen, err)
 		}
 		o.Host, o.Port = host, port
 	}
 	if c := cfg.Cluster; c != nil {
 		if c.Name == "" || c.Listen == "" {
-			return nil, errors.New("bus: a cluster needs a name and a listen address")
+			return nil, nil, errors.New("bus: a cluster needs a name and a listen address")
 		}
 		if cfg.Listen == "" {
 			// nats-server starts its routes only once its client listener
 			// is up: without one they never start, and Shutdown waits for
 			// them forever.
-			return nil, errors.New("bus: a clustered server needs a client listen address (Config.Listen)")
+			return nil, nil, errors.New("bus: a clustered server needs a client listen address (Config.Listen)")
 		}
 		if cfg.DataDir == "" {
-			return nil, errors.New("bus: a clustered server needs a data dir (replicated streams are stored in files)")
+			return nil, nil, errors.New("bus: a clustered server needs a data dir (replicated streams are stored in files)")
 		}
 		host, port, err := splitHostPort(c.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("bus: cluster listen address %q: %w", c.Listen, err)
+			return nil, nil, fmt.Errorf("bus: cluster listen address %q: %w", c.Listen, err)
 		}
 		o.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port}
 		for _, r := range c.Routes {
 			u, err := url.Parse(r)
 			if err != nil || u.Host == "" {
-				return nil, fmt.Errorf("bus: route %q is not a URL like nats://host:6222", r)
+				return nil, nil, fmt.Errorf("bus: route %q is not a URL like nats://host:6222", Redact(r))
 			}
 			o.Routes = append(o.Routes, u)
 		}
@@ -223,15 +257,15 @@ func startServer(cfg Config, log *slog.Logger) (srv *server.Server, err error) {
 	}
 	srv, err = server.NewServer(o)
 	if err != nil {
-		return nil, fmt.Errorf("bus: embedded NATS server: %w", err)
+		return nil, nil, fmt.Errorf("bus: embedded NATS server: %w", err)
 	}
 	srv.SetLoggerV2(slogAdapter{log}, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(cfg.ConnectTimeout) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("bus: embedded NATS server not ready after %v", cfg.ConnectTimeout)
+		return nil, nil, fmt.Errorf("bus: embedded NATS server not ready after %v", cfg.ConnectTimeout)
 	}
-	return srv, nil
+	return srv, self, nil
 }
 
 func splitHostPort(hp string) (string, int, error) {
@@ -262,10 +296,11 @@ func (b *Bus) Embedded() bool { return b.srv != nil }
 func (b *Bus) Server() *server.Server { return b.srv }
 
 // ClientURL is the URL other processes connect to: the embedded server's
-// listen address (empty when it opens no port), or the connected URL.
+// listen address (empty when it opens no port), or the connected URL with
+// its credentials redacted.
 func (b *Bus) ClientURL() string {
 	if b.srv == nil {
-		return b.nc.ConnectedUrl()
+		return Redact(b.nc.ConnectedUrl())
 	}
 	if a := b.srv.Addr(); a != nil {
 		return "nats://" + a.String()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,6 +31,11 @@ func natsCmd(args []string, stdout, stderr io.Writer) error {
 	clusterListen := fs.String("cluster-listen", "", "route address of this node (host:port)")
 	routes := fs.String("routes", "", "the other nodes' route URLs, comma-separated (nats://host:6222,...)")
 	syncAlways := fs.Bool("sync-always", false, "fsync every stored message (survives power loss; slower)")
+	authFile := fs.String("auth-file", "", `JSON file of the users and their roles: {"users": [{"user": "U", "password": "P or a bcrypt hash", "role": "R"}, {"nkey": "U... public key", "role": "R"}]}, R one of rollout, train, read, admin (see package bus)`)
+	tokenFile := fs.String("token-file", "", "file holding one token that every client gives, with the admin role (instead of --auth-file)")
+	tlsCert := fs.String("tls-cert", "", "server certificate (PEM): clients must use TLS; with --tls-key")
+	tlsKey := fs.String("tls-key", "", "the server certificate's key (PEM)")
+	tlsCA := fs.String("tls-ca", "", "CA certificates (PEM): clients must present a certificate they sign")
 	logger := logFlags(fs)
 	if err := parseCmdFlags(fs, args, stdout, stderr); err != nil {
 		return err
@@ -45,6 +51,29 @@ func natsCmd(args []string, stdout, stderr io.Writer) error {
 	// Cluster nodes on separate machines start minutes apart; each waits
 	// for a majority.
 	cfg := bus.Config{Listen: *listen, DataDir: *dataDir, Name: *name, SyncAlways: *syncAlways, Logger: log, ConnectTimeout: time.Minute}
+	switch {
+	case *authFile != "" && *tokenFile != "":
+		return errors.New("nats: --auth-file and --token-file: give one")
+	case *authFile != "":
+		if cfg.ServerAuth, err = bus.LoadAuthFile(*authFile); err != nil {
+			return fmt.Errorf("nats: %w", err)
+		}
+	case *tokenFile != "":
+		tok, err := bus.ReadSecretFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("nats: --token-file: %w", err)
+		}
+		cfg.ServerAuth = &bus.ServerAuth{Token: tok}
+	}
+	switch {
+	case *tlsCert != "" && *tlsKey != "":
+		cfg.ServerTLS = &bus.ServerTLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA}
+	case *tlsCert != "" || *tlsKey != "" || *tlsCA != "":
+		return errors.New("nats: TLS needs --tls-cert and --tls-key (--tls-ca adds client certificates)")
+	}
+	if err := cfg.CheckListen(); err != nil {
+		return fmt.Errorf("nats: %w; add --auth-file FILE (users and their roles), --token-file FILE (one admin token) or --tls-ca FILE with --tls-cert and --tls-key (client certificates), or listen on 127.0.0.1", err)
+	}
 	if cfg.Name == "" {
 		_, port, _ := strings.Cut(*listen, ":")
 		cfg.Name = "troupe-nats-" + port
@@ -65,7 +94,7 @@ func natsCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("nats: %w", err)
 	}
 	defer b.Close()
-	log.Info("nats listening", "url", b.ClientURL(), "store", *dataDir, "cluster", *cluster)
+	log.Info("nats listening", "url", bus.Redact(b.ClientURL()), "store", *dataDir, "cluster", *cluster, "auth", authMode(cfg))
 	// The URL on stdout lets a script that asked for port 0 find the port.
 	fmt.Fprintln(stdout, b.ClientURL())
 	sig := make(chan os.Signal, 1)
@@ -76,18 +105,40 @@ func natsCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// authMode names how the server authenticates clients, for its log.
+func authMode(cfg bus.Config) string {
+	mode := "none"
+	switch a := cfg.ServerAuth; {
+	case a != nil && a.Token != "":
+		mode = "token"
+	case a != nil:
+		mode = fmt.Sprintf("%d users", len(a.Users))
+	}
+	if t := cfg.ServerTLS; t != nil && t.ClientCAFile != "" {
+		mode += ", client certificates"
+	} else if t != nil {
+		mode += ", tls"
+	}
+	return mode
+}
+
 // frontendsCmd lists the registry: every swarm server on a NATS, as JSON
 // lines.
 func frontendsCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("troupe swarm frontends", flag.ContinueOnError)
-	url := fs.String("nats", "nats://127.0.0.1:4222", "NATS server the swarm servers use")
+	url := fs.String("nats", "nats://127.0.0.1:4222", "NATS server the swarm servers use (credentials: the --nats-* flags)")
 	model := fs.String("model", "", "only this model's servers")
+	natsAuth := bus.AddAuthFlags(fs)
 	if err := parseCmdFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	auth, err := natsAuth.Auth()
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := bus.Open(ctx, bus.Config{URL: *url, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	b, err := bus.Open(ctx, bus.Config{URL: *url, Auth: auth, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}
