@@ -18,8 +18,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/client"
 )
 
 // TestNATSRefusesOpenListener: troupe nats will not accept clients beyond
@@ -117,8 +119,8 @@ func TestNATSAuthRoles(t *testing.T) {
 		"--nats", "nats://trainer:" + trainPW + "@" + addr}, common...)...)
 	startProc(t, append([]string{"swarm", "serve", "--role", "rollout", "--port", fmt.Sprint(rport),
 		"--nats", "nats://frontend:" + rolloutPW + "@" + addr}, common...)...)
-	tc := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", tport))
-	rc := swarm.NewClient(fmt.Sprintf("http://127.0.0.1:%d", rport))
+	tc := client.New(fmt.Sprintf("http://127.0.0.1:%d", tport))
+	rc := client.New(fmt.Sprintf("http://127.0.0.1:%d", rport))
 	waitRolling(t, tc)
 	waitRolling(t, rc)
 	for i := range 6 {
