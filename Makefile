@@ -5,7 +5,7 @@ GO      ?= go
 # Packages whose tests run under the race detector (the concurrent ones).
 RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/... ./bus/... ./cmd/troupe
 
-.PHONY: all test vet demo demo-full bench bench-compare data clean test-cuda-build ptx test-netns test-chaos
+.PHONY: all test vet demo demo-full bench bench-compare data clean test-cuda-build ptx test-netns test-chaos check-generated
 
 all: test
 
@@ -18,7 +18,7 @@ vet:
 	$(GO) vet ./... examples/...
 	$(GO) run $(STATICCHECK) ./... examples/...
 
-test: vet test-cuda-build
+test: vet check-generated test-cuda-build
 	$(GO) test -count=1 ./... examples/...
 	$(GO) test -count=1 -race -short $(RACE_PKGS)
 
@@ -62,6 +62,17 @@ test-netns:
 # Recompile the CUDA kernels (cuda/kernels/*.cu) to the committed PTX; needs nvcc.
 ptx:
 	bash scripts/ptx.sh
+
+# The generated files are what their generators write now: the AVX2/AVX-512
+# GEMM assembly of package tensor always, the PTX where nvcc is installed
+# (cuda's TestPTXFresh; it says why when it skips).
+check-generated:
+	@set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
+	for g in gemm half_gemm; do \
+		(cd tensor && $(GO) run $${g}_asm_gen.go) >$$d/$${g}_amd64.s; \
+		cmp -s $$d/$${g}_amd64.s tensor/$${g}_amd64.s || { echo "tensor/$${g}_amd64.s is stale: run go generate ./tensor and commit"; exit 1; }; \
+	done; \
+	$(GO) test -count=1 -run '^TestPTXFresh$$' ./cuda
 
 # The main jobs in their quick modes (smoke tests, a minute or two): the
 # tensor-core demo, then the finance-risk and translation examples (each

@@ -197,15 +197,24 @@ type Stream struct {
 // NewStream creates a stream that does not synchronise with the legacy
 // default stream.
 func (e *Engine) NewStream() (*Stream, error) {
-	var s cu.Stream
+	s, err := create(e, "stream", func() (cu.Stream, error) { return cu.MakeStream(cu.NonBlocking) })
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{e: e, s: s}, nil
+}
+
+// create runs make on the engine's thread, naming what in its error.
+func create[T any](e *Engine, what string, make func() (T, error)) (T, error) {
+	var v T
 	err := e.do(func() (err error) {
-		s, err = cu.MakeStream(cu.NonBlocking)
+		v, err = make()
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cuda: create stream: %w", err)
+		return v, fmt.Errorf("cuda: create %s: %w", what, err)
 	}
-	return &Stream{e: e, s: s}, nil
+	return v, nil
 }
 
 // Synchronize blocks until all work queued on s has finished.
@@ -250,13 +259,9 @@ type Event struct {
 
 // NewEvent creates an event that records timing.
 func (e *Engine) NewEvent() (*Event, error) {
-	var ev cu.Event
-	err := e.do(func() (err error) {
-		ev, err = cu.MakeEvent(cu.DefaultEvent)
-		return err
-	})
+	ev, err := create(e, "event", func() (cu.Event, error) { return cu.MakeEvent(cu.DefaultEvent) })
 	if err != nil {
-		return nil, fmt.Errorf("cuda: create event: %w", err)
+		return nil, err
 	}
 	return &Event{e: e, ev: ev}, nil
 }

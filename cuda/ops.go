@@ -302,53 +302,51 @@ func (e *Engine) LogSoftmaxBackwardRows(dx, dy, y Buffer, rows, cols int) error 
 // log-softmax: the log-probabilities of taken actions in policy gradients.
 // ids is an int32 buffer (IDsToDevice).
 func (e *Engine) LogSoftmaxGather(out, lse, x, ids Buffer, rows, cols int) error {
-	need("LogSoftmaxGather", "x", x, rows*cols)
-	need("LogSoftmaxGather", "out", out, rows)
-	need("LogSoftmaxGather", "lse", lse, rows)
-	need("LogSoftmaxGather", "ids", ids, rows)
-	if rows == 0 {
-		return nil
-	}
-	return e.launch("logsoftmax_gather", [3]int{rows, 1, 1}, rowBlock(cols), out, lse, x, ids, i32(rows), i32(cols))
+	return e.rowPick("LogSoftmaxGather", "logsoftmax_gather", out, lse, x, ids, rows, cols)
 }
 
 // LogSoftmaxGatherBackward writes dx[r] = dout[r]·(onehot(ids[r]) − softmax(x[r])).
 func (e *Engine) LogSoftmaxGatherBackward(dx, dout, x, lse, ids Buffer, rows, cols int) error {
-	need("LogSoftmaxGatherBackward", "x", x, rows*cols)
-	need("LogSoftmaxGatherBackward", "dx", dx, rows*cols)
-	need("LogSoftmaxGatherBackward", "dout", dout, rows)
-	need("LogSoftmaxGatherBackward", "lse", lse, rows)
-	need("LogSoftmaxGatherBackward", "ids", ids, rows)
-	if rows == 0 {
-		return nil
-	}
-	return e.launch("logsoftmax_gather_bwd", [3]int{rows, 1, 1}, rowBlock(cols), dx, dout, x, lse, ids, i32(rows), i32(cols))
+	return e.rowPickBackward("LogSoftmaxGatherBackward", "logsoftmax_gather_bwd", dx, dout, x, lse, ids, rows, cols)
 }
 
 // CrossEntropy writes loss[r] = logΣexp(x[r]) − x[r][t[r]] (0 where t[r] < 0,
 // the ignore index) and the row log-sum-exp to lse. t is int32 (IDsToDevice).
 func (e *Engine) CrossEntropy(loss, lse, x, t Buffer, rows, cols int) error {
-	need("CrossEntropy", "x", x, rows*cols)
-	need("CrossEntropy", "loss", loss, rows)
-	need("CrossEntropy", "lse", lse, rows)
-	need("CrossEntropy", "targets", t, rows)
-	if rows == 0 {
-		return nil
-	}
-	return e.launch("xent_fwd", [3]int{rows, 1, 1}, rowBlock(cols), loss, lse, x, t, i32(rows), i32(cols))
+	return e.rowPick("CrossEntropy", "xent_fwd", loss, lse, x, t, rows, cols)
 }
 
 // CrossEntropyBackward writes dx[r] = dloss[r]·(softmax(x[r]) − onehot(t[r])).
 func (e *Engine) CrossEntropyBackward(dx, dloss, x, lse, t Buffer, rows, cols int) error {
-	need("CrossEntropyBackward", "x", x, rows*cols)
-	need("CrossEntropyBackward", "dx", dx, rows*cols)
-	need("CrossEntropyBackward", "dloss", dloss, rows)
-	need("CrossEntropyBackward", "lse", lse, rows)
-	need("CrossEntropyBackward", "targets", t, rows)
+	return e.rowPickBackward("CrossEntropyBackward", "xent_bwd", dx, dloss, x, lse, t, rows, cols)
+}
+
+// rowPick launches a kernel that picks one entry per row of x by an int32
+// index (log-softmax-gather, cross-entropy), writing a value per row to
+// out and the row's log-sum-exp to lse.
+func (e *Engine) rowPick(op, kernel string, out, lse, x, ids Buffer, rows, cols int) error {
+	need(op, "x", x, rows*cols)
+	need(op, "out", out, rows)
+	need(op, "lse", lse, rows)
+	need(op, "ids", ids, rows)
 	if rows == 0 {
 		return nil
 	}
-	return e.launch("xent_bwd", [3]int{rows, 1, 1}, rowBlock(cols), dx, dloss, x, lse, t, i32(rows), i32(cols))
+	return e.launch(kernel, [3]int{rows, 1, 1}, rowBlock(cols), out, lse, x, ids, i32(rows), i32(cols))
+}
+
+// rowPickBackward launches the backward kernel of a rowPick: dx from the
+// gradient per row dout, x, lse and the indices.
+func (e *Engine) rowPickBackward(op, kernel string, dx, dout, x, lse, ids Buffer, rows, cols int) error {
+	need(op, "x", x, rows*cols)
+	need(op, "dx", dx, rows*cols)
+	need(op, "dout", dout, rows)
+	need(op, "lse", lse, rows)
+	need(op, "ids", ids, rows)
+	if rows == 0 {
+		return nil
+	}
+	return e.launch(kernel, [3]int{rows, 1, 1}, rowBlock(cols), dx, dout, x, lse, ids, i32(rows), i32(cols))
 }
 
 // ---- layer norm ----

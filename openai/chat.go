@@ -195,7 +195,6 @@ type chatParams struct {
 // parseTools says whether tool calls are parsed from the answers.
 func (p *chatParams) parseTools() bool { return len(p.tools) > 0 && p.toolChoice != "none" }
 
-
 // maxTools bounds the tools of one request.
 const maxTools = 128
 

@@ -20,14 +20,33 @@ if [ "$(id -u)" != 0 ]; then
 	exit 0
 fi
 
+# CUDA is in Debian's non-free component: add contrib and non-free to the
+# machine's own Debian source (its mirror, suite and key), whichever form it
+# is written in, rather than naming a mirror here.
 list=/etc/apt/sources.list.d/troupe-nonfree.list
 if ! grep -rqs 'non-free' --exclude="$(basename "$list")" /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null; then
-	# Match the Signed-By of the existing deb822 source, or apt refuses
-	# the list ("Conflicting values set for option Signed-By").
+	uri="" suite="" key=""
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		# the first stanza whose suite has no "-": the main archive
+		read -r uri suite key < <(awk '
+			/^URIs:/ {u=$2} /^Suites:/ {s=$2} /^Signed-By:/ {k=$2}
+			/^$/ {if (u != "" && s !~ /-/) {print u, s, k; done = 1; exit} u = s = k = ""}
+			END {if (!done && u != "" && s !~ /-/) print u, s, k}' "$f") || true
+		[ -n "$uri" ] && break
+	done
+	if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+		read -r uri suite < <(awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i !~ /^\[/) {print $i, $(i+1); exit}}' /etc/apt/sources.list) || true
+	fi
+	if [ -z "$uri" ] || [ -z "$suite" ]; then
+		echo "install-cuda: no Debian apt source found to add non-free to; install nvidia-cuda-toolkit by hand" >&2
+		exit 1
+	fi
+	# The same Signed-By as the existing source, or apt refuses the list
+	# ("Conflicting values set for option Signed-By").
 	opt=""
-	key=/usr/share/keyrings/debian-archive-keyring.gpg
-	[ -f "$key" ] && opt="[signed-by=$key] "
-	echo "deb ${opt}http://deb.debian.org/debian bookworm contrib non-free" >"$list"
+	[ -n "$key" ] && [ -f "$key" ] && opt="[signed-by=$key] "
+	echo "deb ${opt}${uri} ${suite} contrib non-free" >"$list"
 fi
 
 export DEBIAN_FRONTEND=noninteractive

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,7 +111,7 @@ func (c TrainConfig) Validate() error {
 //	ajet.data.max_prompt_length, ajet.data.max_response_length,
 //	troupe.max_staleness, troupe.drain_timeout_s, troupe.checkpoint_every.
 func (c *TrainConfig) ApplyYAML(src string) error {
-	kv, err := parseYAMLScalars(src)
+	kv, err := YAMLScalars(src)
 	if err != nil {
 		return err
 	}
@@ -154,10 +155,26 @@ func (c *TrainConfig) ApplyYAML(src string) error {
 	return c.Validate()
 }
 
-// parseYAMLScalars flattens the block mappings of a YAML document into
-// dotted keys with unquoted scalar values. Sequences, flow collections and
-// multi-line scalars are skipped.
-func parseYAMLScalars(src string) (map[string]string, error) {
+// trainKeys are the keys ApplyYAML reads.
+var trainKeys = []string{
+	"ajet.data.train_batch_size", "ajet.rollout.num_repeat", "ajet.swarm_mode_sample_collection_method",
+	"ajet.trainer_common.algorithm.adv_estimator", "ajet.rollout.max_env_worker",
+	"ajet.data.max_prompt_length", "ajet.data.max_response_length",
+	"troupe.max_staleness", "troupe.drain_timeout_s", "troupe.checkpoint_every",
+}
+
+// TrainKeys lists the keys of a training YAML that TrainConfig.ApplyYAML
+// reads.
+func TrainKeys() []string { return slices.Clone(trainKeys) }
+
+// IsTrainKey reports whether ApplyYAML reads key.
+func IsTrainKey(key string) bool { return slices.Contains(trainKeys, key) }
+
+// YAMLScalars flattens the block mappings of a YAML document into dotted
+// keys with unquoted scalar values (the subset of YAML that AgentJet's
+// yaml.safe_dump writes). Sequences, flow collections and multi-line
+// scalars are skipped.
+func YAMLScalars(src string) (map[string]string, error) {
 	type frame struct {
 		indent int
 		key    string

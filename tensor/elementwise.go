@@ -188,18 +188,7 @@ func VecExp(dst, src []float32) {
 		dst, src = dst[k:], src[k:]
 	}
 	for i, x := range src {
-		// Exp32, inlined by hand (too large for the compiler's inliner).
-		y := min(max(x, exp32Lo), exp32Hi)
-		t := y*log2e32 + roundMag
-		n := math.Float32bits(t) - math.Float32bits(roundMag)
-		fn := t - roundMag
-		r := y - fn*ln2Hi32 - fn*ln2Lo32
-		p := 1 + r*(1+r*(0.5+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
-		p *= math.Float32frombits((n + 127) << 23)
-		if x < exp32Lo {
-			p = 0
-		}
-		dst[i] = p
+		dst[i] = Exp32(x)
 	}
 }
 

@@ -15,33 +15,10 @@ func kExpSubSum(d, s []float32, m float32) float32 {
 		i = len(d) &^ 7
 	}
 	for ; i+2 <= len(d); i += 2 {
-		x := s[i] - m
-		y := min(max(x, exp32Lo), exp32Hi)
-		t := y*log2e32 + roundMag
-		n := math.Float32bits(t) - math.Float32bits(roundMag)
-		fn := t - roundMag
-		r := y - fn*ln2Hi32 - fn*ln2Lo32
-		p := 1 + r*(1+r*(0.5+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
-		p *= math.Float32frombits((n + 127) << 23)
-		if x < exp32Lo {
-			p = 0
-		}
-		d[i] = p
+		p, q := Exp32(s[i]-m), Exp32(s[i+1]-m)
+		d[i], d[i+1] = p, q
 		z0 += p
-
-		x = s[i+1] - m
-		y = min(max(x, exp32Lo), exp32Hi)
-		t = y*log2e32 + roundMag
-		n = math.Float32bits(t) - math.Float32bits(roundMag)
-		fn = t - roundMag
-		r = y - fn*ln2Hi32 - fn*ln2Lo32
-		p = 1 + r*(1+r*(0.5+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
-		p *= math.Float32frombits((n + 127) << 23)
-		if x < exp32Lo {
-			p = 0
-		}
-		d[i+1] = p
-		z1 += p
+		z1 += q
 	}
 	for ; i < len(d); i++ {
 		p := Exp32(s[i] - m)
@@ -69,31 +46,8 @@ func kExpSubSumNoStore(s []float32, m float32) float64 {
 		}
 	}
 	for ; i+2 <= len(s); i += 2 {
-		x := s[i] - m
-		y := min(max(x, exp32Lo), exp32Hi)
-		t := y*log2e32 + roundMag
-		n := math.Float32bits(t) - math.Float32bits(roundMag)
-		fn := t - roundMag
-		r := y - fn*ln2Hi32 - fn*ln2Lo32
-		p := 1 + r*(1+r*(0.5+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
-		p *= math.Float32frombits((n + 127) << 23)
-		if x < exp32Lo {
-			p = 0
-		}
-		z0 += float64(p)
-
-		x = s[i+1] - m
-		y = min(max(x, exp32Lo), exp32Hi)
-		t = y*log2e32 + roundMag
-		n = math.Float32bits(t) - math.Float32bits(roundMag)
-		fn = t - roundMag
-		r = y - fn*ln2Hi32 - fn*ln2Lo32
-		p = 1 + r*(1+r*(0.5+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
-		p *= math.Float32frombits((n + 127) << 23)
-		if x < exp32Lo {
-			p = 0
-		}
-		z1 += float64(p)
+		z0 += float64(Exp32(s[i] - m))
+		z1 += float64(Exp32(s[i+1] - m))
 	}
 	for ; i < len(s); i++ {
 		z0 += float64(Exp32(s[i] - m))

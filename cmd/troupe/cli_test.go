@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -32,6 +33,9 @@ func TestCLIConventions(t *testing.T) {
 		{[]string{"swarm", "-h"}, 0, "serve", ""},
 		{[]string{"swarm", "serve", "-h"}, 0, "-log-format", ""},
 		{[]string{"swarm", "serve", "--help"}, 0, "-pprof", ""},
+		{[]string{"swarm", "serve", "-h"}, 0, "Distribution:", ""},
+		{[]string{"swarm", "serve", "-h"}, 0, "Examples:", ""},
+		{[]string{"swarm", "serve", "--device", "cuda"}, 2, "", "-device"},
 		{[]string{"swarm", "models", "-h"}, 0, "usage", ""},
 		{[]string{"version"}, 0, "troupe ", ""},
 		{[]string{"lm", "-h"}, 0, "logprobs", ""},
@@ -49,7 +53,7 @@ func TestCLIConventions(t *testing.T) {
 		if tt.args != nil && tt.args[0] == "swarm" && len(tt.args) > 2 && tt.args[2] == "--host" {
 			t.Setenv("TROUPE_ADMIN_TOKEN", "")
 		}
-		code := runCLI(tt.args, &out, &errb)
+		code := runCLI(tt.args, cmdIO{nil, &out, &errb})
 		if code != tt.code || !strings.Contains(out.String(), tt.out) || !strings.Contains(errb.String(), tt.err) {
 			t.Errorf("troupe %q: exit %d, stdout %q, stderr %q; want exit %d, stdout ∋ %q, stderr ∋ %q",
 				tt.args, code, out.String(), errb.String(), tt.code, tt.out, tt.err)
@@ -68,7 +72,7 @@ func TestServeBindsBeforeBoot(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	var errb bytes.Buffer
 	start := time.Now()
-	code := runCLI([]string{"swarm", "serve", "--port", strconv.Itoa(port), "--model", "no-such-model"}, io.Discard, &errb)
+	code := runCLI([]string{"swarm", "serve", "--port", strconv.Itoa(port), "--model", "no-such-model"}, cmdIO{nil, io.Discard, &errb})
 	// the unknown model would be reported if the model were built first
 	if code != 1 || !strings.Contains(errb.String(), "address already in use") {
 		t.Fatalf("exit %d, stderr %q; want the bind error", code, errb.String())
@@ -108,7 +112,7 @@ func TestServeJSONLogsAndPprof(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- runCLI([]string{"swarm", "serve", "--port", strconv.Itoa(port), "--autostart", "--log-format", "json", "--log-level", "debug",
-			"--pprof", fmt.Sprintf("127.0.0.1:%d", pp), "--admin-token-file", tokFile}, io.Discard, &logs)
+			"--pprof", fmt.Sprintf("127.0.0.1:%d", pp), "--admin-token-file", tokFile}, cmdIO{nil, io.Discard, &logs})
 	}()
 	u := fmt.Sprintf("http://127.0.0.1:%d", port)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -153,5 +157,41 @@ func TestServeJSONLogsAndPprof(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "file-token") {
 		t.Fatal("the admin token appears in the logs")
+	}
+}
+
+// TestServeConfigFile: a config file's troupe.<flag_name> keys set the flags
+// the command line left alone, its ajet keys the training config; a
+// misspelt troupe key is an error.
+func TestServeConfigFile(t *testing.T) {
+	fs := flag.NewFlagSet("troupe swarm serve", flag.ContinueOnError)
+	swarmServeSetup(fs)
+	if err := fs.Parse([]string{"--max-open-per-client", "7"}); err != nil {
+		t.Fatal(err)
+	}
+	y := "ajet:\n  data:\n    train_batch_size: 3\ntroupe:\n  max_request_tokens: 2048\n  max_open_per_client: 99\n  max_staleness: 4\n"
+	if err := applyConfigFile(fs, y); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"max-request-tokens": "2048", "max-open-per-client": "7", "max-staleness": "4"} {
+		if got := fs.Lookup(name).Value.String(); got != want {
+			t.Errorf("--%s = %s, want %s", name, got, want)
+		}
+	}
+	if err := applyConfigFile(fs, "troupe:\n  max_reqest_tokens: 1\n"); err == nil || !strings.Contains(err.Error(), "max_reqest_tokens") {
+		t.Errorf("a misspelt key: %v", err)
+	}
+}
+
+// TestServeHelpGroups: every flag group of swarm serve names real flags.
+func TestServeHelpGroups(t *testing.T) {
+	fs := flag.NewFlagSet("troupe swarm serve", flag.ContinueOnError)
+	swarmServeSetup(fs)
+	for _, g := range swarmServeCommand.groups {
+		for _, n := range g.names {
+			if fs.Lookup(n) == nil {
+				t.Errorf("group %s names no flag %q", g.title, n)
+			}
+		}
 	}
 }

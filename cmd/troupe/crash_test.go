@@ -24,7 +24,7 @@ import (
 // killed with SIGKILL.
 func TestMain(m *testing.M) {
 	if os.Getenv("TROUPE_TEST_MAIN") == "1" {
-		os.Exit(runCLI(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(runCLI(os.Args[1:], cmdIO{os.Stdin, os.Stdout, os.Stderr}))
 	}
 	os.Exit(m.Run())
 }

@@ -10,11 +10,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/troupe-ml/troupe/device"
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
 	"github.com/troupe-ml/troupe/safetensors"
@@ -23,81 +21,33 @@ import (
 	"github.com/troupe-ml/troupe/textgen"
 )
 
-const lmUsage = `usage: troupe lm COMMAND [flags]
+// lmCommands are troupe lm's subcommands: pretrained Hugging Face
+// language models (Qwen2, Qwen3, Llama, Mistral) in a model directory
+// (config.json, model.safetensors or shards, tokenizer.json,
+// tokenizer_config.json).
+var lmCommands = []command{
+	{name: "logprobs", summary: `one JSON object: "logprobs"[i] = log p(ids[i+1] | ids[..i])`, setup: lmLogprobs,
+		examples: "  troupe lm logprobs --model-dir Qwen3-0.6B --ids 9707,11,1879"},
+	{name: "tokenize", summary: "each line of stdin (or all of it, --whole) -> a JSON array of ids (no special tokens added)", setup: lmTokenize},
+	{name: "render", summary: "a JSON array of chat messages on stdin -> the prompt, generation prompt included", setup: lmRender},
+	{name: "generate", summary: "sample a reply to --prompt (or the JSON messages on stdin)", setup: lmGenerate,
+		examples: "  troupe lm generate --model-dir Qwen3-0.6B --prompt 'Hello' --max-tokens 32"},
+	{name: "init", summary: "write a random-weight checkpoint in the Hugging Face layout", setup: lmInit,
+		examples: "  troupe lm init --shape qwen2-0.5b --tokenizer-dir data/hf/tokenizer-qwen3/models --out /tmp/qwen"},
+	{name: "export", summary: "merge a PEFT LoRA adapter and write a full model directory", setup: lmExport},
+}
 
-Pretrained Hugging Face language models (Qwen2, Qwen3, Llama, Mistral) in a
-model directory: config.json, model.safetensors (or shards), tokenizer.json,
-tokenizer_config.json.
+func shapeNames() []string { return sortedKeys(hf.Shapes) }
 
-  logprobs --model-dir D --ids 1,2,3    one JSON object: "logprobs"[i] = log p(ids[i+1] | ids[..i])
-  tokenize --model-dir D                each line of stdin -> a JSON array of ids (no special tokens added)
-  render   --model-dir D                a JSON array of chat messages on stdin -> the prompt, generation prompt included
-  generate --model-dir D                sample a reply to --prompt (or the JSON messages on stdin)
-  init     --shape S --out D            write a random-weight checkpoint (shapes: %s)
-  export   --model-dir D --lora A --out D2   merge a PEFT LoRA adapter and write a full model directory
-Run "troupe lm COMMAND -h" for a command's flags.
-`
-
-func lmMain(args []string, stdin io.Reader, stdout io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(stdout, lmUsage, strings.Join(shapeNames(), ", "))
+// modelDirFlag adds --model-dir; the returned function checks it was given.
+func modelDirFlag(fs *flag.FlagSet) (dir *string, check func() error) {
+	dir = fs.String("model-dir", "", "Hugging Face model directory (required)")
+	return dir, func() error {
+		if *dir == "" {
+			return fmt.Errorf("%s: --model-dir is required", fs.Name())
+		}
 		return nil
 	}
-	cmds := map[string]func([]string, io.Reader, io.Writer) error{
-		"logprobs": lmLogprobs, "tokenize": lmTokenize, "render": lmRender,
-		"generate": lmGenerate, "init": lmInit, "export": lmExport,
-	}
-	run, ok := cmds[args[0]]
-	if !ok {
-		return fmt.Errorf("unknown command %q; run \"troupe lm -h\"", args[0])
-	}
-	return run(args[1:], stdin, stdout)
-}
-
-func shapeNames() []string {
-	var out []string
-	for n := range hf.Shapes {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// lmFlags is a command's flag set with --model-dir and --device.
-func lmFlags(name string) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("troupe lm "+name, flag.ContinueOnError)
-	dir := fs.String("model-dir", "", "Hugging Face model directory (required)")
-	fs.String("device", "cpu", deviceHelp)
-	return fs, dir
-}
-
-const deviceHelp = "where the model runs: cpu, or cuda (a build with -tags troupecuda and an NVIDIA GPU)"
-
-// selectDevice makes name the device tensors live on. Only the CPU runs
-// troupe's models today: the device backend has no attention or decoding
-// path yet, so asking for cuda is an error that says so rather than a
-// silent fall-back to the CPU.
-func selectDevice(name string) error {
-	if name == "" || name == "cpu" {
-		return nil
-	}
-	if err := device.Select(name); err != nil {
-		return err
-	}
-	return fmt.Errorf("--device %s: troupe's language models do not run on the device yet (no device attention or decoding); use --device cpu", name)
-}
-
-func parseFlags(fs *flag.FlagSet, args []string, dir *string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if dir != nil && *dir == "" {
-		return fmt.Errorf("%s: --model-dir is required", fs.Name())
-	}
-	if d := fs.Lookup("device"); d != nil {
-		return selectDevice(d.Value.String())
-	}
-	return nil
 }
 
 func loadModel(dir, lora string) (*hf.Model, *hf.LoRA, error) {
@@ -128,21 +78,25 @@ func parseIDs(s string) ([]int, error) {
 	return ids, nil
 }
 
-func lmLogprobs(args []string, _ io.Reader, stdout io.Writer) error {
-	fs, dir := lmFlags("logprobs")
+func lmLogprobs(fs *flag.FlagSet) func(cmdIO, []string) error {
+	dir, check := modelDirFlag(fs)
 	idsFlag := fs.String("ids", "", "comma-separated token ids (at least two)")
 	lora := fs.String("lora", "", "PEFT LoRA adapter directory to apply")
-	if err := parseFlags(fs, args, dir); err != nil {
+	return func(cio cmdIO, _ []string) error { return logprobs(cio.stdout, check, *dir, *idsFlag, *lora) }
+}
+
+func logprobs(stdout io.Writer, check func() error, dir, idsFlag, lora string) error {
+	if err := check(); err != nil {
 		return err
 	}
-	ids, err := parseIDs(*idsFlag)
+	ids, err := parseIDs(idsFlag)
 	if err != nil {
 		return err
 	}
 	if len(ids) < 2 {
 		return errors.New("logprobs: --ids needs at least two ids")
 	}
-	m, ad, err := loadModel(*dir, *lora)
+	m, ad, err := loadModel(dir, lora)
 	if err != nil {
 		return err
 	}
@@ -154,20 +108,38 @@ func lmLogprobs(args []string, _ io.Reader, stdout io.Writer) error {
 	return json.NewEncoder(stdout).Encode(map[string]any{"logprobs": lp[0]})
 }
 
-func lmTokenize(args []string, stdin io.Reader, stdout io.Writer) error {
-	fs, dir := lmFlags("tokenize")
-	if err := parseFlags(fs, args, dir); err != nil {
-		return err
+func lmTokenize(fs *flag.FlagSet) func(cmdIO, []string) error {
+	dir, check := modelDirFlag(fs)
+	whole := fs.Bool("whole", false, "tokenize all of stdin as one text (newlines included) instead of line by line")
+	return func(cio cmdIO, _ []string) error {
+		if err := check(); err != nil {
+			return err
+		}
+		return tokenize(cio.stdin, cio.stdout, *dir, *whole)
 	}
-	tok, err := hf.LoadTokenizer(*dir)
+}
+
+func tokenize(stdin io.Reader, stdout io.Writer, dir string, whole bool) error {
+	tok, err := hf.LoadTokenizer(dir)
 	if err != nil {
 		return err
 	}
-	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	enc := json.NewEncoder(w)
+	if whole {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return err
+		}
+		ids := tok.Encode(string(b))
+		if ids == nil {
+			ids = []int{}
+		}
+		return enc.Encode(ids)
+	}
+	sc := bufio.NewScanner(stdin)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		ids := tok.Encode(sc.Text())
 		if ids == nil {
@@ -224,15 +196,21 @@ func readTools(path string) (any, error) {
 	return v, nil
 }
 
-func lmRender(args []string, stdin io.Reader, stdout io.Writer) error {
-	fs, dir := lmFlags("render")
+func lmRender(fs *flag.FlagSet) func(cmdIO, []string) error {
+	dir, check := modelDirFlag(fs)
 	noGen := fs.Bool("no-generation-prompt", false, "leave out the assistant turn's opening")
 	toolsFile := fs.String("tools", "", "JSON file with an array of OpenAI-style tool definitions")
 	thinking := fs.String("enable-thinking", "", `set the template variable enable_thinking ("true" or "false"; Qwen3)`)
-	if err := parseFlags(fs, args, dir); err != nil {
-		return err
+	return func(cio cmdIO, _ []string) error {
+		if err := check(); err != nil {
+			return err
+		}
+		return render(cio.stdin, cio.stdout, *dir, *noGen, *toolsFile, *thinking)
 	}
-	tok, err := hf.LoadTokenizer(*dir)
+}
+
+func render(stdin io.Reader, stdout io.Writer, dir string, noGen bool, toolsFile, thinking string) error {
+	tok, err := hf.LoadTokenizer(dir)
 	if err != nil {
 		return err
 	}
@@ -240,16 +218,16 @@ func lmRender(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	in := jinja.ChatInput{Messages: msgs, AddGenerationPrompt: !*noGen, Extra: map[string]any{}}
-	tools, err := readTools(*toolsFile)
+	in := jinja.ChatInput{Messages: msgs, AddGenerationPrompt: !noGen, Extra: map[string]any{}}
+	tools, err := readTools(toolsFile)
 	if err != nil {
 		return err
 	}
 	if tools != nil {
 		in.Extra["tools"] = tools
 	}
-	if *thinking != "" {
-		b, err := strconv.ParseBool(*thinking)
+	if thinking != "" {
+		b, err := strconv.ParseBool(thinking)
 		if err != nil {
 			return fmt.Errorf("--enable-thinking: %w", err)
 		}
@@ -263,36 +241,53 @@ func lmRender(args []string, stdin io.Reader, stdout io.Writer) error {
 	return err
 }
 
-func lmGenerate(args []string, stdin io.Reader, stdout io.Writer) error {
-	fs, dir := lmFlags("generate")
-	lora := fs.String("lora", "", "PEFT LoRA adapter directory to apply")
-	prompt := fs.String("prompt", "", "user message (default: a JSON array of messages on stdin)")
-	system := fs.String("system", "", "system message, with --prompt")
-	maxTokens := fs.Int("max-tokens", 128, "tokens to generate at most")
-	temp := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
-	topP := fs.Float64("top-p", 0, "nucleus sampling threshold (0: off)")
-	seed := fs.Uint64("seed", 1, "random seed")
-	asJSON := fs.Bool("json", false, "print a JSON object with the text, tokens and their log-probabilities")
-	if err := parseFlags(fs, args, dir); err != nil {
-		return err
-	}
-	var msgs []map[string]any
-	if *prompt != "" {
-		if *system != "" {
-			msgs = append(msgs, map[string]any{"role": "system", "content": *system})
+// generateOptions are the flags of troupe lm generate.
+type generateOptions struct {
+	dir, lora, prompt, system string
+	maxTokens                 int
+	temp, topP                float64
+	seed                      uint64
+	asJSON                    bool
+}
+
+func lmGenerate(fs *flag.FlagSet) func(cmdIO, []string) error {
+	o := &generateOptions{}
+	dir, check := modelDirFlag(fs)
+	fs.StringVar(&o.lora, "lora", "", "PEFT LoRA adapter directory to apply (or a swarm run directory holding one)")
+	fs.StringVar(&o.prompt, "prompt", "", "user message (default: a JSON array of messages on stdin)")
+	fs.StringVar(&o.system, "system", "", "system message, with --prompt")
+	fs.IntVar(&o.maxTokens, "max-tokens", 128, "tokens to generate at most")
+	fs.Float64Var(&o.temp, "temperature", 0, "sampling temperature (0: greedy)")
+	fs.Float64Var(&o.topP, "top-p", 0, "nucleus sampling threshold (0: off)")
+	fs.Uint64Var(&o.seed, "seed", 1, "random seed")
+	fs.BoolVar(&o.asJSON, "json", false, "print a JSON object with the text, tokens and their log-probabilities")
+	return func(cio cmdIO, _ []string) error {
+		if err := check(); err != nil {
+			return err
 		}
-		msgs = append(msgs, map[string]any{"role": "user", "content": *prompt})
+		o.dir = *dir
+		return o.run(cio.stdin, cio.stdout)
+	}
+}
+
+func (o *generateOptions) run(stdin io.Reader, stdout io.Writer) error {
+	var msgs []map[string]any
+	if o.prompt != "" {
+		if o.system != "" {
+			msgs = append(msgs, map[string]any{"role": "system", "content": o.system})
+		}
+		msgs = append(msgs, map[string]any{"role": "user", "content": o.prompt})
 	} else {
 		var err error
 		if msgs, err = chatInput(stdin); err != nil {
 			return err
 		}
 	}
-	tok, err := hf.LoadTokenizer(*dir)
+	tok, err := hf.LoadTokenizer(o.dir)
 	if err != nil {
 		return err
 	}
-	m, ad, err := loadModel(*dir, *lora)
+	m, ad, err := loadModel(o.dir, o.lora)
 	if err != nil {
 		return err
 	}
@@ -302,11 +297,11 @@ func lmGenerate(args []string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	ids := tok.Encode(text)
-	opts := textgen.GenerateOptions{MaxTokens: *maxTokens, Temperature: *temp, TopP: *topP, Seed: *seed, StopTokens: tok.StopTokens()}
+	opts := textgen.GenerateOptions{MaxTokens: o.maxTokens, Temperature: o.temp, TopP: o.topP, Seed: o.seed, StopTokens: tok.StopTokens()}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	var emit func(textgen.TokenEvent)
-	if !*asJSON {
+	if !o.asJSON {
 		emit = func(t textgen.TokenEvent) {
 			w.Write(tok.TokenBytes(t.Token))
 			w.Flush()
@@ -317,7 +312,7 @@ func lmGenerate(args []string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	g := gens[0]
-	if *asJSON {
+	if o.asJSON {
 		return json.NewEncoder(w).Encode(map[string]any{"text": tok.Decode(g.Tokens, true), "tokens": g.Tokens,
 			"logprobs": g.LogProbs, "finish_reason": g.FinishReason, "prompt_tokens": len(ids)})
 	}
@@ -325,120 +320,121 @@ func lmGenerate(args []string, stdin io.Reader, stdout io.Writer) error {
 	return err
 }
 
-func lmInit(args []string, _ io.Reader, stdout io.Writer) error {
-	fs := flag.NewFlagSet("troupe lm init", flag.ContinueOnError)
+func lmInit(fs *flag.FlagSet) func(cmdIO, []string) error {
 	shape := fs.String("shape", "qwen3-tiny", "model shape: "+strings.Join(shapeNames(), ", "))
 	out := fs.String("out", "", "model directory to write (required)")
 	tokDir := fs.String("tokenizer-dir", "", "copy this directory's tokenizer files into the model")
 	seed := fs.Uint64("seed", 1, "random seed")
 	dtype := fs.String("dtype", "BF16", "weight dtype: BF16, F16 or F32")
-	if err := parseFlags(fs, args, nil); err != nil {
-		return err
-	}
-	if *out == "" {
+	return func(cio cmdIO, _ []string) error { return initModel(cio.stdout, *shape, *out, *tokDir, *seed, *dtype) }
+}
+
+func initModel(stdout io.Writer, shape, out, tokDir string, seed uint64, dtype string) error {
+	if out == "" {
 		return errors.New("init: --out is required")
 	}
-	c, ok := hf.Shapes[*shape]
+	c, ok := hf.Shapes[shape]
 	if !ok {
-		return fmt.Errorf("init: unknown shape %q (known: %s)", *shape, strings.Join(shapeNames(), ", "))
+		return fmt.Errorf("init: unknown shape %q (known: %s)", shape, strings.Join(shapeNames(), ", "))
 	}
-	if err := hf.WriteRandom(*out, c, *seed, hf.WriteOptions{DType: safetensors.DType(strings.ToUpper(*dtype))}); err != nil {
+	if err := hf.WriteRandom(out, c, seed, hf.WriteOptions{DType: safetensors.DType(strings.ToUpper(dtype))}); err != nil {
 		return err
 	}
-	if *tokDir != "" {
-		if err := hf.CopyTokenizer(*tokDir, *out); err != nil {
+	if tokDir != "" {
+		if err := hf.CopyTokenizer(tokDir, out); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "wrote a random %s checkpoint (%d parameters) to %s\n", *shape, c.NumParams(), *out)
+	fmt.Fprintf(stdout, "wrote a random %s checkpoint (%d parameters) to %s\n", shape, c.NumParams(), out)
 	return nil
 }
 
-func lmExport(args []string, _ io.Reader, stdout io.Writer) error {
-	fs, dir := lmFlags("export")
+func lmExport(fs *flag.FlagSet) func(cmdIO, []string) error {
+	dir, check := modelDirFlag(fs)
 	lora := fs.String("lora", "", "PEFT LoRA adapter directory to merge (required)")
 	out := fs.String("out", "", "model directory to write (required)")
 	dtype := fs.String("dtype", "BF16", "weight dtype: BF16, F16 or F32")
-	if err := parseFlags(fs, args, dir); err != nil {
-		return err
+	return func(cio cmdIO, _ []string) error {
+		if err := check(); err != nil {
+			return err
+		}
+		return export(cio.stdout, *dir, *lora, *out, *dtype)
 	}
-	if *lora == "" || *out == "" {
+}
+
+func export(stdout io.Writer, dir, lora, out, dtype string) error {
+	if lora == "" || out == "" {
 		return errors.New("export: --lora and --out are required")
 	}
-	m, ad, err := loadModel(*dir, *lora)
+	m, ad, err := loadModel(dir, lora)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	if err := m.Export(*out, ad, hf.WriteOptions{DType: safetensors.DType(strings.ToUpper(*dtype))}); err != nil {
+	if err := m.Export(out, ad, hf.WriteOptions{DType: safetensors.DType(strings.ToUpper(dtype))}); err != nil {
 		return err
 	}
-	if _, err := os.Stat(*dir + "/tokenizer.json"); err == nil {
-		if err := hf.CopyTokenizer(*dir, *out); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
+		if err := hf.CopyTokenizer(dir, out); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "wrote the merged model to %s\n", *out)
+	fmt.Fprintf(stdout, "wrote the merged model to %s\n", out)
 	return nil
 }
 
 // hfServeOptions are swarm serve's flags for pretrained models.
 type hfServeOptions struct {
 	modelDir, lora, agents string
-	device                 string
-	rank                   int
-	alpha, lr              float64
+	lc                     hf.LoRAConfig
+	lr                     float64
 }
 
 func (o *hfServeOptions) flags(fs *flag.FlagSet) {
+	def := hf.LoRAConfig{}.WithDefaults()
 	fs.StringVar(&o.modelDir, "model-dir", "", "serve a pretrained Hugging Face model directory: each agent a LoRA adapter over one shared base")
 	fs.StringVar(&o.lora, "lora", "", "with --model-dir: PEFT adapter directories to start from, one for all agents or one per agent in --agents order (comma-separated)")
 	fs.StringVar(&o.agents, "agents", "", "with --model-dir: name:port,name:port,... one adapter, optimizer, episode pool and server per agent")
-	fs.IntVar(&o.rank, "lora-rank", 16, "with --model-dir: rank of new LoRA adapters")
-	fs.Float64Var(&o.alpha, "lora-alpha", 32, "with --model-dir: alpha of new LoRA adapters")
-	fs.Float64Var(&o.lr, "lr", 1e-5, "with --model-dir: AdamW learning rate of the adapters")
-	fs.StringVar(&o.device, "device", "cpu", deviceHelp)
+	fs.IntVar(&o.lc.Rank, "lora-rank", def.Rank, "with --model-dir: rank of new LoRA adapters")
+	fs.Float64Var(&o.lc.Alpha, "lora-alpha", 0, "with --model-dir: alpha of new LoRA adapters (default twice the rank)")
+	fs.Float64Var(&o.lr, "lr", hfmodel.DefaultLR, "with --model-dir: AdamW learning rate of the adapters")
 }
 
-// models loads the base and its tokenizer once and returns the agents'
-// specs and a constructor of each agent's model: its own LoRA adapter (new,
-// or loaded from --lora) on the shared base.
-func (o *hfServeOptions) models(port int) ([]spec, func(string) (swarm.Model, error), func() error, error) {
-	name := filepath.Base(filepath.Clean(o.modelDir))
-	specs := []spec{{name, port}}
+// models loads the base and its tokenizer once and returns a constructor
+// of each agent's model: its own LoRA adapter (new, or loaded from --lora)
+// on the shared base.
+func (o *hfServeOptions) models() (func(string) (swarm.Model, error), func() error, error) {
+	var specs []spec
 	if o.agents != "" {
 		var err error
 		if specs, err = parseMulti(o.agents); err != nil {
-			return nil, nil, nil, fmt.Errorf("--agents: %w", err)
+			return nil, nil, fmt.Errorf("--agents: %w", err)
 		}
 	}
-	var loras []string
-	if o.lora != "" {
-		loras = strings.Split(o.lora, ",")
-		if len(loras) != 1 && len(loras) != len(specs) {
-			return nil, nil, nil, fmt.Errorf("--lora names %d adapters for %d agents: give one, or one per agent", len(loras), len(specs))
-		}
-	}
-	base, err := hf.Load(o.modelDir)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tok, err := hf.LoadTokenizer(o.modelDir)
-	if err != nil {
-		base.Close()
-		return nil, nil, nil, err
+	loras := splitList(o.lora)
+	if len(loras) > 1 && len(loras) != len(specs) {
+		return nil, nil, fmt.Errorf("--lora names %d adapters for %d agents: give one, or one per agent", len(loras), len(specs))
 	}
 	index := map[string]int{}
 	for i, sp := range specs {
 		if _, dup := index[sp.model]; dup {
-			base.Close()
-			return nil, nil, nil, fmt.Errorf("agent %q is named twice", sp.model)
+			return nil, nil, fmt.Errorf("agent %q is named twice", sp.model)
 		}
 		index[sp.model] = i
 	}
+	base, err := hf.Load(o.modelDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := hf.LoadTokenizer(o.modelDir)
+	if err != nil {
+		base.Close()
+		return nil, nil, err
+	}
 	mk := func(agent string) (swarm.Model, error) {
-		cfg := hfmodel.Config{Name: agent, Base: base, Tokenizer: tok, LR: o.lr,
-			LoRAConfig: hf.LoRAConfig{Rank: o.rank, Alpha: o.alpha, Seed: uint64(index[agent] + 1)}}
+		lc := o.lc
+		lc.Seed = uint64(index[agent] + 1)
+		cfg := hfmodel.Config{Name: agent, Base: base, Tokenizer: tok, LR: o.lr, LoRAConfig: lc}
 		if len(loras) > 0 {
 			dir := loras[0]
 			if len(loras) > 1 {
@@ -453,5 +449,5 @@ func (o *hfServeOptions) models(port int) ([]spec, func(string) (swarm.Model, er
 		m, _, err := hfmodel.New(cfg)
 		return m, err
 	}
-	return specs, mk, base.Close, nil
+	return mk, base.Close, nil
 }

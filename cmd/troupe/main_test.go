@@ -15,6 +15,11 @@ import (
 	"github.com/troupe-ml/troupe/swarm/client"
 )
 
+// serve runs "troupe swarm serve" with the process's stdout and stderr.
+func serve(args []string) error {
+	return runLeaf(swarmServeCommand, "troupe swarm serve", args, cmdIO{os.Stdin, os.Stdout, os.Stderr})
+}
+
 func freePort(t *testing.T) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -22,8 +22,7 @@ import (
 // nats-server module, as troupe embeds it) as a process of its own, for
 // servers and trainers on several machines to share (--nats on their side),
 // alone or as one node of a cluster.
-func natsCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("troupe nats", flag.ContinueOnError)
+func natsCmd(fs *flag.FlagSet) func(cmdIO, []string) error {
 	listen := fs.String("listen", "127.0.0.1:4222", "client address (host:port)")
 	dataDir := fs.String("data-dir", "", "JetStream store directory (required)")
 	name := fs.String("name", "", "server name (default: troupe-nats-<port>)")
@@ -37,9 +36,24 @@ func natsCmd(args []string, stdout, stderr io.Writer) error {
 	tlsKey := fs.String("tls-key", "", "the server certificate's key (PEM)")
 	tlsCA := fs.String("tls-ca", "", "CA certificates (PEM): clients must present a certificate they sign")
 	logger := logFlags(fs)
-	if err := parseCmdFlags(fs, args, stdout, stderr); err != nil {
-		return err
+	return func(cio cmdIO, _ []string) error {
+		o := natsOptions{listen: *listen, dataDir: *dataDir, name: *name, cluster: *cluster, clusterListen: *clusterListen, routes: *routes,
+			syncAlways: *syncAlways, authFile: *authFile, tokenFile: *tokenFile, tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA}
+		return o.run(cio, logger)
 	}
+}
+
+// natsOptions are the flags of troupe nats.
+type natsOptions struct {
+	listen, dataDir, name, cluster, clusterListen, routes string
+	syncAlways                                            bool
+	authFile, tokenFile, tlsCert, tlsKey, tlsCA           string
+}
+
+func (o natsOptions) run(cio cmdIO, logger func(io.Writer) (*slog.Logger, error)) error {
+	stdout, stderr := cio.stdout, cio.stderr
+	listen, dataDir, name, cluster, clusterListen, routes := &o.listen, &o.dataDir, &o.name, &o.cluster, &o.clusterListen, &o.routes
+	syncAlways, authFile, tokenFile, tlsCert, tlsKey, tlsCA := &o.syncAlways, &o.authFile, &o.tokenFile, &o.tlsCert, &o.tlsKey, &o.tlsCA
 	log, err := logger(stderr)
 	if err != nil {
 		return err
@@ -124,14 +138,17 @@ func authMode(cfg bus.Config) string {
 
 // frontendsCmd lists the registry: every swarm server on a NATS, as JSON
 // lines.
-func frontendsCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("troupe swarm frontends", flag.ContinueOnError)
+func frontendsCmd(fs *flag.FlagSet) func(cmdIO, []string) error {
 	url := fs.String("nats", "nats://127.0.0.1:4222", "NATS server the swarm servers use (credentials: the --nats-* flags)")
 	model := fs.String("model", "", "only this model's servers")
 	natsAuth := bus.AddAuthFlags(fs)
-	if err := parseCmdFlags(fs, args, stdout, stderr); err != nil {
-		return err
+	return func(cio cmdIO, _ []string) error {
+		return listFrontends(cio.stdout, cio.stderr, *url, *model, natsAuth)
 	}
+}
+
+func listFrontends(stdout, stderr io.Writer, url0, model0 string, natsAuth *bus.AuthFlags) error {
+	url, model := &url0, &model0
 	auth, err := natsAuth.Auth()
 	if err != nil {
 		return err

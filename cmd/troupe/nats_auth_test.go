@@ -38,7 +38,7 @@ func TestNATSRefusesOpenListener(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"nats", "--data-dir", t.TempDir()}, c.args...)
-		if code := runCLI(args, &stdout, &stderr); code != 1 {
+		if code := runCLI(args, cmdIO{nil, &stdout, &stderr}); code != 1 {
 			t.Fatalf("%v: exit %d, want 1; stderr:\n%s", c.args, code, stderr.String())
 		}
 		for _, w := range c.want {
@@ -95,6 +95,11 @@ func TestNATSAuthRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	port, natsLog := startAuthNATS(t, "--listen", "0.0.0.0:0", "--auth-file", authFile)
+	// stderr is copied by another goroutine: the line may follow the URL.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(natsLog.String(), `auth="4 users"`) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if !strings.Contains(natsLog.String(), `auth="4 users"`) {
 		t.Errorf("troupe nats's log does not name its authentication:\n%s", natsLog.String())
 	}
@@ -166,7 +171,7 @@ func TestNATSAuthRoles(t *testing.T) {
 	waitFor(t, 30*time.Second, "the registry to list the trainer and the front-end", func() bool {
 		stdout.Reset()
 		stderr.Reset()
-		if code := runCLI([]string{"swarm", "frontends", "--nats", natsURL, "--nats-user", "dashboard"}, &stdout, &stderr); code != 0 {
+		if code := runCLI([]string{"swarm", "frontends", "--nats", natsURL, "--nats-user", "dashboard"}, cmdIO{nil, &stdout, &stderr}); code != 0 {
 			t.Fatalf("frontends as the read user: exit %d\n%s", code, stderr.String())
 		}
 		clear(roles)
@@ -191,7 +196,7 @@ func TestNATSAuthRoles(t *testing.T) {
 	stderr.Reset()
 	const wrong = "not-the-password"
 	os.Unsetenv(bus.EnvPassword)
-	if code := runCLI([]string{"swarm", "frontends", "--nats", "nats://dashboard:" + wrong + "@" + addr}, &stdout, &stderr); code != 1 {
+	if code := runCLI([]string{"swarm", "frontends", "--nats", "nats://dashboard:" + wrong + "@" + addr}, cmdIO{nil, &stdout, &stderr}); code != 1 {
 		t.Fatalf("frontends with a wrong password: exit %d", code)
 	}
 	if out := stdout.String() + stderr.String(); strings.Contains(out, wrong) || !strings.Contains(out, "dashboard:xxxxx@") {
