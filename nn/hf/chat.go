@@ -42,7 +42,7 @@ func LoadTokenizer(dir string) (*Tokenizer, error) {
 		t.stop = append(t.stop, id)
 	}
 	for _, f := range []string{"config.json", "generation_config.json"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
+		b, err := readConfigFile(filepath.Join(dir, f))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
