@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +17,12 @@ import (
 // template (tokenizer_config.json) and the tokens that end a turn.
 type Tokenizer struct {
 	*tokenizer.HF
-	tmpl *jinja.Template
-	stop []int
+	// ChatLimits bound each rendering of the chat template, which comes
+	// with the model directory and may be hostile; zero fields take
+	// jinja's defaults. Set it before the Tokenizer is shared.
+	ChatLimits jinja.Limits
+	tmpl       *jinja.Template
+	stop       []int
 }
 
 // LoadTokenizer reads dir's tokenizer.json and tokenizer_config.json, and
@@ -37,7 +42,7 @@ func LoadTokenizer(dir string) (*Tokenizer, error) {
 		t.stop = append(t.stop, id)
 	}
 	for _, f := range []string{"config.json", "generation_config.json"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
+		b, err := readConfigFile(filepath.Join(dir, f))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -75,8 +80,16 @@ func (t *Tokenizer) HasChatTemplate() bool { return t.tmpl != nil }
 
 // Render renders a conversation with the model's chat template, as
 // transformers' apply_chat_template(tokenize=False) does; the tokenizer's
-// bos and eos tokens are set from tokenizer_config.json.
+// bos and eos tokens are set from tokenizer_config.json. It is
+// RenderContext without a deadline.
 func (t *Tokenizer) Render(in jinja.ChatInput) (string, error) {
+	return t.RenderContext(context.Background(), in)
+}
+
+// RenderContext is Render within ChatLimits, stopping when ctx (a
+// request's context) is done. A render past a limit fails with an error
+// that matches jinja.ErrBudget; one stopped by ctx wraps ctx.Err().
+func (t *Tokenizer) RenderContext(ctx context.Context, in jinja.ChatInput) (string, error) {
 	if t.tmpl == nil {
 		return "", errors.New("hf: the tokenizer has no chat_template")
 	}
@@ -87,7 +100,7 @@ func (t *Tokenizer) Render(in jinja.ChatInput) (string, error) {
 	if in.EOSToken == "" {
 		in.EOSToken = cfg.EOSToken
 	}
-	s, err := t.tmpl.RenderChat(in)
+	s, err := t.tmpl.RenderChatContext(ctx, in, t.ChatLimits)
 	if err != nil {
 		return "", fmt.Errorf("hf: chat template: %w", err)
 	}

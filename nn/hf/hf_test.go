@@ -277,7 +277,7 @@ func TestBadCheckpoints(t *testing.T) {
 		}, `unsupported rope_scaling type "yarn"`},
 		{"wrong shape", func(dir string) error {
 			return rewriteConfig(dir, func(m map[string]any) { m["intermediate_size"] = 100 })
-		}, "model.layers.0.mlp.gate_proj.weight has shape [96 64], want [100 64]"},
+		}, "intermediate_size is 100, but model.layers.0.mlp.gate_proj.weight has 96 rows"},
 		{"missing tensor", func(dir string) error {
 			return rewriteConfig(dir, func(m map[string]any) { m["tie_word_embeddings"] = false })
 		}, "missing tensor lm_head.weight"},

@@ -194,7 +194,7 @@ func (ad *LoRA) Save(dir, base string) error {
 // LoadLoRA reads adapters that Save (or PEFT) wrote for base. Tensor names
 // with PEFT's adapter-name infix (….lora_A.default.weight) are accepted.
 func LoadLoRA(base *Model, dir string) (*LoRA, error) {
-	cb, err := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
+	cb, err := readConfigFile(filepath.Join(dir, "adapter_config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("hf: loading adapter: %w", err)
 	}
@@ -208,16 +208,23 @@ func LoadLoRA(base *Model, dir string) (*LoRA, error) {
 	if pc.UseDora || pc.FanInFanOut || (pc.Bias != "" && pc.Bias != "none") || len(pc.ModulesToSave) > 0 {
 		return nil, fmt.Errorf("hf: %s: unsupported LoRA options (use_dora, fan_in_fan_out, bias or modules_to_save)", dir)
 	}
-	ad, err := NewLoRA(base, LoRAConfig{Rank: pc.R, Alpha: pc.LoraAlpha, Targets: pc.TargetModules, RSLoRA: pc.UseRSLoRA})
-	if err != nil {
-		return nil, fmt.Errorf("hf: %s: %w", dir, err)
-	}
 	path := filepath.Join(dir, "adapter_model.safetensors")
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("hf: %w", err)
 	}
 	defer f.Close()
+	// The rank sizes the adapter's matrices: it is compared with the
+	// weights' before they are made.
+	for _, n := range f.Names() {
+		if t, _ := f.Tensor(n); strings.Contains(n, ".lora_A.") && (len(t.Shape) != 2 || t.Shape[0] != pc.R) {
+			return nil, fmt.Errorf("hf: %s: adapter_config.json has r %d, but tensor %s has shape %v", dir, pc.R, n, t.Shape)
+		}
+	}
+	ad, err := NewLoRA(base, LoRAConfig{Rank: pc.R, Alpha: pc.LoraAlpha, Targets: pc.TargetModules, RSLoRA: pc.UseRSLoRA})
+	if err != nil {
+		return nil, fmt.Errorf("hf: %s: %w", dir, err)
+	}
 	names := map[string]string{}
 	for _, n := range f.Names() {
 		names[strings.Replace(strings.Replace(n, ".lora_A.default.", ".lora_A.", 1), ".lora_B.default.", ".lora_B.", 1)] = n

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"io"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/troupe-ml/troupe/safetensors"
@@ -151,6 +152,10 @@ type Model struct {
 // weights stay 16-bit and are memory-mapped from the files; norms and
 // biases are widened to float32. A missing tensor, or one whose shape or
 // dtype does not fit the config, is an error naming it and both shapes.
+// The config is compared with the shapes in the weights' headers before
+// anything is made to its size, so a config.json that disagrees with its
+// weights (num_hidden_layers 1e8 beside two layers) is an error naming the
+// field, its value and what the weights hold, not an out-of-memory crash.
 func Load(dir string) (*Model, error) {
 	c, err := LoadConfig(dir)
 	if err != nil {
@@ -183,10 +188,73 @@ func (m *Model) Close() error {
 // tensorSource is what fromTensors reads: a safetensors directory.
 type tensorSource interface {
 	Tensor(name string) (safetensors.Tensor, bool)
+	Names() []string
+}
+
+// checkWeights compares the config with the weights' shapes, as their
+// headers declare them: the embedding's rows and columns, the number of
+// layers, and the widths of the first layer's projections and norms. A
+// tensor that is missing is left for fromTensors to report.
+func checkWeights(c Config, st tensorSource) error {
+	const embed = "model.embed_tokens.weight"
+	t, ok := st.Tensor(embed)
+	if !ok {
+		return fmt.Errorf("%w %s (want shape [%d %d])", errMissing, embed, c.Vocab, c.Hidden)
+	}
+	if len(t.Shape) != 2 {
+		return fmt.Errorf("tensor %s has shape %v, want [vocab_size hidden_size] = [%d %d]", embed, t.Shape, c.Vocab, c.Hidden)
+	}
+	if t.Shape[0] != c.Vocab {
+		return fmt.Errorf("config.json: vocab_size is %d, but %s has %d rows (shape %v)", c.Vocab, embed, t.Shape[0], t.Shape)
+	}
+	if t.Shape[1] != c.Hidden {
+		return fmt.Errorf("config.json: hidden_size is %d, but %s has %d columns (shape %v)", c.Hidden, embed, t.Shape[1], t.Shape)
+	}
+	seen := map[int]bool{}
+	last := -1
+	for _, name := range st.Names() {
+		rest, ok := strings.CutPrefix(name, "model.layers.")
+		if !ok {
+			continue
+		}
+		idx, _, _ := strings.Cut(rest, ".")
+		n, err := strconv.Atoi(idx)
+		if err != nil || n < 0 || strconv.Itoa(n) != idx {
+			return fmt.Errorf("tensor %s: layer index %q is not a number", name, idx)
+		}
+		seen[n] = true
+		last = max(last, n)
+	}
+	if len(seen) != c.Layers || last != c.Layers-1 {
+		return fmt.Errorf("config.json: num_hidden_layers is %d, but the weights hold %d layers, numbered up to %d", c.Layers, len(seen), last)
+	}
+	rows := func(name string) (int, bool) {
+		t, ok := st.Tensor("model.layers.0." + name)
+		if !ok || len(t.Shape) == 0 {
+			return 0, false
+		}
+		return t.Shape[0], true
+	}
+	if n, ok := rows("self_attn.q_proj.weight"); ok && n != c.QDim() {
+		return fmt.Errorf("config.json: num_attention_heads %d × head_dim %d is %d, but model.layers.0.self_attn.q_proj.weight has %d rows", c.Heads, c.HeadDim, c.QDim(), n)
+	}
+	if n, ok := rows("self_attn.k_proj.weight"); ok && n != c.KVDim() {
+		return fmt.Errorf("config.json: num_key_value_heads %d × head_dim %d is %d, but model.layers.0.self_attn.k_proj.weight has %d rows", c.KVHeads, c.HeadDim, c.KVDim(), n)
+	}
+	if n, ok := rows("mlp.gate_proj.weight"); ok && n != c.Intermediate {
+		return fmt.Errorf("config.json: intermediate_size is %d, but model.layers.0.mlp.gate_proj.weight has %d rows", c.Intermediate, n)
+	}
+	if n, ok := rows("self_attn.q_norm.weight"); ok && c.QKNorm && n != c.HeadDim {
+		return fmt.Errorf("config.json: head_dim is %d, but model.layers.0.self_attn.q_norm.weight has %d entries", c.HeadDim, n)
+	}
+	return nil
 }
 
 func fromTensors(c Config, st tensorSource) (*Model, error) {
-	m := &Model{Config: c, layers: make([]layer, c.Layers), rope: newRope(c)}
+	if err := checkWeights(c, st); err != nil {
+		return nil, err
+	}
+	m := &Model{Config: c, layers: make([]layer, c.Layers)}
 	var err error
 	if m.embed, err = matrix(st, "model.embed_tokens.weight", c.Vocab, c.Hidden); err != nil {
 		return nil, err
@@ -232,6 +300,8 @@ func fromTensors(c Config, st tensorSource) (*Model, error) {
 			}
 		}
 	}
+	// Last, once head_dim has been checked against the weights.
+	m.rope = newRope(c)
 	return m, nil
 }
 

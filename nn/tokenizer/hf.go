@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,10 +40,11 @@ type HF struct {
 	// given; normed those with normalized=true, in the normalized text.
 	raw, normed *addedMatcher
 
-	normalize func(string) string // nil: no normalizer
-	pre       []preStep
-	size      int
-	cfg       HFConfig
+	normalize  func(string) string // nil: no normalizer
+	pre        []preStep
+	size       int
+	cfg        HFConfig
+	addedBytes int // the added tokens' contents, while loading
 }
 
 // HFConfig is what tokenizer_config.json says about special tokens and chat.
@@ -132,15 +134,29 @@ func byteLevelDecode(s string) (b []byte, ok bool) {
 // It returns an error naming the file and the reason for anything it cannot
 // load exactly: a model other than BPE, a pre-tokenizer, normalizer or
 // decoder it does not implement, a Split pattern other than GPT-2's,
-// Llama 3's or Qwen2's, malformed JSON.
+// Llama 3's or Qwen2's, malformed JSON, a file or a table larger than the
+// bounds below.
+//
+// A model directory may come from anyone, so what it can make loading and
+// encoding cost is bounded: tokenizer.json is at most 128 MiB and
+// tokenizer_config.json 32 MiB, the vocabulary and the merges have at most
+// 4,194,304 entries each, a token's text (or a merge) is at most 1,024
+// bytes and all added tokens together 1 MiB. Real byte-level BPE
+// tokenizers are far inside these (Qwen3's tokenizer.json is 11 MB, with
+// 151,643 tokens of at most 256 characters and 26 added tokens; Llama 3's
+// has 280,147 merges; Gemma 3's is 33 MB with 262,144 tokens). No regular
+// expression from the file is compiled: the Split patterns it implements
+// are matched by hand in linear time, and any other is refused, since
+// Oniguruma's syntax and classes (look-ahead, possessive quantifiers, \s
+// and \p{...} over Unicode) have no faithful translation to Go's regexp.
 func LoadHF(dir string) (*HF, error) {
 	tokPath := filepath.Join(dir, "tokenizer.json")
-	tj, err := os.ReadFile(tokPath)
+	tj, err := readBounded(tokPath, maxTokenizerJSON)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	cfgPath := filepath.Join(dir, "tokenizer_config.json")
-	cj, err := os.ReadFile(cfgPath)
+	cj, err := readBounded(cfgPath, maxConfigJSON)
 	if errors.Is(err, fs.ErrNotExist) {
 		cj = nil
 	} else if err != nil {
@@ -151,6 +167,48 @@ func LoadHF(dir string) (*HF, error) {
 		return nil, fmt.Errorf("tokenizer: %s: %w", dir, err)
 	}
 	return t, nil
+}
+
+// Bounds on a tokenizer directory (see LoadHF). They are variables so that
+// tests can lower them.
+var (
+	maxTokenizerJSON = 128 << 20 // bytes of tokenizer.json
+	maxConfigJSON    = 32 << 20  // bytes of tokenizer_config.json
+	maxVocab         = 1 << 22   // vocabulary entries
+	maxMerges        = 1 << 22   // merges
+	maxTokenBytes    = 1 << 10   // bytes of a token's text, an added token's content or a merge
+	maxAddedBytes    = 1 << 20   // bytes of all added tokens' contents
+	maxPatternBytes  = 4 << 10   // bytes of a Split pattern
+)
+
+// readBounded reads a file of at most max bytes, and fails without
+// reading it when it is larger.
+func readBounded(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > int64(max) {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a tokenizer file may have", path, st.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("%s is more than the %d bytes a tokenizer file may have", path, max)
+	}
+	return b, nil
+}
+
+// clip quotes s for an error message, cut to its first 64 bytes when it is
+// longer: a hostile file's strings may be megabytes long.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:64], len(s))
 }
 
 // ParseHF is LoadHF from the contents of tokenizer.json and
@@ -194,6 +252,12 @@ func isNull(raw json.RawMessage) bool {
 }
 
 func parseHF(tj, cj []byte) (*HF, error) {
+	if len(tj) > maxTokenizerJSON {
+		return nil, fmt.Errorf("tokenizer.json is %d bytes, more than the %d a tokenizer file may have", len(tj), maxTokenizerJSON)
+	}
+	if len(cj) > maxConfigJSON {
+		return nil, fmt.Errorf("tokenizer_config.json is %d bytes, more than the %d a tokenizer file may have", len(cj), maxConfigJSON)
+	}
 	var f hfFile
 	if err := json.Unmarshal(tj, &f); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
@@ -206,15 +270,15 @@ func parseHF(tj, cj []byte) (*HF, error) {
 		m.Type = "BPE" // files written before models were tagged
 	}
 	if m.Type != "BPE" {
-		return nil, fmt.Errorf("tokenizer.json: model type %q is not supported (only byte-level BPE is)", m.Type)
+		return nil, fmt.Errorf("tokenizer.json: model type %s is not supported (only byte-level BPE is)", clip(m.Type))
 	}
 	switch {
 	case m.Dropout != nil && *m.Dropout != 0:
 		return nil, fmt.Errorf("tokenizer.json: BPE dropout %v is not supported", *m.Dropout)
 	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
-		return nil, fmt.Errorf("tokenizer.json: BPE continuing_subword_prefix %q is not supported", *m.ContinuingSubwordPrefix)
+		return nil, fmt.Errorf("tokenizer.json: BPE continuing_subword_prefix %s is not supported", clip(*m.ContinuingSubwordPrefix))
 	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
-		return nil, fmt.Errorf("tokenizer.json: BPE end_of_word_suffix %q is not supported", *m.EndOfWordSuffix)
+		return nil, fmt.Errorf("tokenizer.json: BPE end_of_word_suffix %s is not supported", clip(*m.EndOfWordSuffix))
 	case m.ByteFallback:
 		return nil, fmt.Errorf("tokenizer.json: BPE byte_fallback is not supported (a byte-level BPE has every byte)")
 	}
@@ -246,7 +310,7 @@ func parseHF(tj, cj []byte) (*HF, error) {
 		return nil, fmt.Errorf("tokenizer.json: decoder: %w", err)
 	}
 	if d.Type != "ByteLevel" {
-		return nil, fmt.Errorf("tokenizer.json: decoder %q is not supported (want ByteLevel)", d.Type)
+		return nil, fmt.Errorf("tokenizer.json: decoder %s is not supported (want ByteLevel)", clip(d.Type))
 	}
 	var cfg hfConfigFile
 	if cj != nil {
@@ -265,7 +329,7 @@ func parseHF(tj, cj []byte) (*HF, error) {
 	for k := range cfg.AddedTokensDecoder {
 		id, err := strconv.Atoi(k)
 		if err != nil || id < 0 {
-			return nil, fmt.Errorf("tokenizer_config.json: added_tokens_decoder key %q is not a token id", k)
+			return nil, fmt.Errorf("tokenizer_config.json: added_tokens_decoder key %s is not a token id", clip(k))
 		}
 		ids = append(ids, id)
 	}
@@ -292,7 +356,13 @@ func (t *HF) loadVocab(m *hfModel) error {
 	if len(m.Vocab) == 0 {
 		return fmt.Errorf("BPE vocab is empty")
 	}
+	if len(m.Vocab) > maxVocab {
+		return fmt.Errorf("BPE vocab has %d entries, more than %d", len(m.Vocab), maxVocab)
+	}
 	for tok, id := range m.Vocab {
+		if len(tok) > maxTokenBytes {
+			return fmt.Errorf("vocab entry %s (id %d) is longer than %d bytes", clip(tok), id, maxTokenBytes)
+		}
 		if id < 0 || id >= 1<<31-1 {
 			return fmt.Errorf("vocab entry %q has id %d out of range", tok, id)
 		}
@@ -349,8 +419,14 @@ func (t *HF) loadMerges(raw json.RawMessage, vocab map[string]int) error {
 		if err := json.Unmarshal(raw, &strs); err != nil {
 			return fmt.Errorf("BPE merges: %w", err)
 		}
+		if len(strs) > maxMerges {
+			return fmt.Errorf("BPE merges has %d entries, more than %d", len(strs), maxMerges)
+		}
 		pairs = make([][]string, len(strs))
 		for i, s := range strs {
+			if len(s) > maxTokenBytes {
+				return fmt.Errorf("merge %d %s is longer than %d bytes", i, clip(s), maxTokenBytes)
+			}
 			a, b, ok := strings.Cut(s, " ")
 			if !ok || strings.Contains(b, " ") {
 				return fmt.Errorf("merge %d %q is not two tokens separated by a space", i, s)
@@ -360,10 +436,16 @@ func (t *HF) loadMerges(raw json.RawMessage, vocab map[string]int) error {
 	} else if err := json.Unmarshal(raw, &pairs); err != nil {
 		return fmt.Errorf("BPE merges are neither [\"a b\", ...] nor [[\"a\", \"b\"], ...]: %w", err)
 	}
+	if len(pairs) > maxMerges {
+		return fmt.Errorf("BPE merges has %d entries, more than %d", len(pairs), maxMerges)
+	}
 	t.core.ranks = make(map[uint64]mergeRule, len(pairs))
 	for i, p := range pairs {
 		if len(p) != 2 {
-			return fmt.Errorf("merge %d %q is not a pair", i, p)
+			return fmt.Errorf("merge %d has %d parts, not 2", i, len(p))
+		}
+		if len(p[0])+len(p[1]) > maxTokenBytes {
+			return fmt.Errorf("merge %d (%s, %s) is longer than %d bytes", i, clip(p[0]), clip(p[1]), maxTokenBytes)
 		}
 		a, okA := vocab[p[0]]
 		b, okB := vocab[p[1]]
@@ -381,6 +463,13 @@ func (t *HF) loadMerges(raw json.RawMessage, vocab map[string]int) error {
 func (t *HF) addToken(a hfAdded) error {
 	if a.Content == "" {
 		return nil
+	}
+	if len(a.Content) > maxTokenBytes {
+		return fmt.Errorf("content %s is longer than %d bytes", clip(a.Content), maxTokenBytes)
+	}
+	// The added tokens make a trie, a node per byte.
+	if t.addedBytes += len(a.Content); t.addedBytes > maxAddedBytes {
+		return fmt.Errorf("the added tokens' contents are more than %d bytes", maxAddedBytes)
 	}
 	if a.ID < 0 || a.ID >= 1<<31-1 || a.ID > t.size+1<<20 {
 		return fmt.Errorf("%q has id %d out of range", a.Content, a.ID)
@@ -466,7 +555,7 @@ func parseNormalizer(raw json.RawMessage) (func(string) string, error) {
 			return s
 		}, nil
 	}
-	return nil, fmt.Errorf("normalizer %q is not supported (want NFC, NFD, NFKC, NFKD or a Sequence of them)", n.Type)
+	return nil, fmt.Errorf("normalizer %s is not supported (want NFC, NFD, NFKC, NFKD or a Sequence of them)", clip(n.Type))
 }
 
 type hfPreTokenizer struct {
@@ -501,20 +590,26 @@ func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
 			return nil, fmt.Errorf("pre_tokenizer %d: %w", i, err)
 		}
 		if byteLevel {
-			return nil, fmt.Errorf("pre_tokenizer %d (%q) follows ByteLevel, which must be last", i, p.Type)
+			return nil, fmt.Errorf("pre_tokenizer %d (%s) follows ByteLevel, which must be last", i, clip(p.Type))
 		}
 		switch p.Type {
 		case "Split":
 			pat, ok := p.Pattern["Regex"]
 			if !ok {
-				return nil, fmt.Errorf("pre_tokenizer %d: Split pattern %v is not supported (want a Regex)", i, p.Pattern)
+				for kind, v := range p.Pattern {
+					return nil, fmt.Errorf("pre_tokenizer %d: Split pattern %s %s is not supported (want a Regex)", i, clip(kind), clip(v))
+				}
+				return nil, fmt.Errorf("pre_tokenizer %d: Split has no pattern", i)
+			}
+			if len(pat) > maxPatternBytes {
+				return nil, fmt.Errorf("pre_tokenizer %d: Split regex %s is longer than %d bytes", i, clip(pat), maxPatternBytes)
 			}
 			rules, ok := rulesFor(pat)
 			if !ok {
-				return nil, fmt.Errorf("pre_tokenizer %d: Split regex %q is not supported (want GPT-2's, Llama 3's or Qwen2's pattern)", i, pat)
+				return nil, fmt.Errorf("pre_tokenizer %d: Split regex %s is not supported: only GPT-2's, Llama 3's and Qwen2's patterns are, matched by hand, as Go's regexp cannot express Oniguruma's", i, clip(pat))
 			}
 			if p.Behavior != "Isolated" || p.Invert {
-				return nil, fmt.Errorf("pre_tokenizer %d: Split behavior %q, invert %v is not supported (want Isolated, false)", i, p.Behavior, p.Invert)
+				return nil, fmt.Errorf("pre_tokenizer %d: Split behavior %s, invert %v is not supported (want Isolated, false)", i, clip(p.Behavior), p.Invert)
 			}
 			steps = append(steps, preStep{rules: rules, split: true})
 		case "ByteLevel":
@@ -522,7 +617,7 @@ func parsePreTokenizer(raw json.RawMessage) ([]preStep, error) {
 			useRegex := p.UseRegex == nil || *p.UseRegex
 			steps = append(steps, preStep{rules: splitRules{}, split: useRegex, prefixSpace: p.AddPrefixSpace})
 		default:
-			return nil, fmt.Errorf("pre_tokenizer %q is not supported (want ByteLevel, or a Sequence of Split and ByteLevel)", p.Type)
+			return nil, fmt.Errorf("pre_tokenizer %s is not supported (want ByteLevel, or a Sequence of Split and ByteLevel)", clip(p.Type))
 		}
 	}
 	if !byteLevel {
@@ -861,7 +956,9 @@ func (m *addedMatcher) split(s string, emit func(string, *hfAdded)) {
 			continue
 		}
 		if a.LStrip {
-			start = max(done, len(strings.TrimRightFunc(s[:start], unicode.IsSpace)))
+			// Only the text not yet emitted is looked at, so that a run of
+			// white space is read once however many tokens follow it.
+			start = done + len(strings.TrimRightFunc(s[done:start], unicode.IsSpace))
 		}
 		if a.RStrip {
 			end = len(s) - len(strings.TrimLeftFunc(s[end:], unicode.IsSpace))

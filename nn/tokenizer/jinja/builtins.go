@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+	"unsafe"
 
 	"golang.org/x/text/cases"
 	"golang.org/x/text/language"
@@ -25,7 +27,7 @@ func setupGlobals(e *env) {
 			switch args[0].(type) {
 			case nil, undefined:
 			default:
-				msg = jsString(args[0])
+				msg = ip.jsString(args[0])
 			}
 		}
 		panic(&Exception{Message: msg})
@@ -39,6 +41,9 @@ func setupGlobals(e *env) {
 		if !ok {
 			ip.fail("strftime_now() format must be a string, got %s", typeName(args[0]))
 		}
+		// A directive of two bytes writes at most nine (%B, September).
+		ip.spendScan(len(f))
+		ip.produce(len(f) / 2 * 9)
 		return strftime(ip.now(), f)
 	}}
 }
@@ -51,17 +56,24 @@ func callNamespace(ip *interp, args []any, kw *Map) any {
 	if len(args) == 1 {
 		switch src := args[0].(type) {
 		case *Map:
+			ip.produceItems(src.Len())
 			for _, k := range src.Keys() {
-				m.Set(k, src.vals[k])
+				m.Set(k, src.val(k))
 			}
 		case []any:
+			ip.produceItems(len(src))
 			for _, pair := range src {
 				var kv []any
 				switch p := pair.(type) {
 				case []any:
 					kv = p
 				case string:
+					// A string of two characters is a pair; only the first
+					// three are looked at, so a long one costs nothing.
 					for _, r := range p {
+						if len(kv) == 3 {
+							break
+						}
 						kv = append(kv, string(r))
 					}
 				}
@@ -72,14 +84,16 @@ func callNamespace(ip *interp, args []any, kw *Map) any {
 				if !ok {
 					ip.fail("namespace keys must be strings")
 				}
+				ip.spend(int64(len(k)))
 				m.Set(k, kv[1])
 			}
 		default:
 			ip.fail("'%s' object is not iterable", typeName(src))
 		}
 	}
+	ip.produceItems(kw.Len())
 	for _, k := range kw.Keys() {
-		m.Set(k, kw.vals[k])
+		m.Set(k, kw.val(k))
 	}
 	return &namespace{m}
 }
@@ -113,10 +127,8 @@ func callRange(ip *interp, args []any, kw *Map) any {
 	} else if step < 0 && stop < start {
 		n = (start - stop - step - 1) / -step
 	}
-	if n > maxListLen {
-		ip.fail("range() of %d items is longer than %d", n, maxListLen)
-	}
-	ip.charge(int(n))
+	ip.checkListLen(int(min(n, maxListLen+1)))
+	ip.allocate(n * (itemCost + 8)) // the list and its boxed integers
 	out := make([]any, n)
 	for i := range out {
 		out[i] = start + int64(i)*step
@@ -214,15 +226,15 @@ func init() {
 			}
 			return false
 		},
-		"lower": func(_ *interp, v, _ any) bool { s, ok := v.(string); return ok && s == jsLower(s) },
-		"upper": func(_ *interp, v, _ any) bool { s, ok := v.(string); return ok && s == jsUpper(s) },
+		"lower": func(ip *interp, v, _ any) bool { s, ok := v.(string); return ok && s == ip.lower(s) },
+		"upper": func(ip *interp, v, _ any) bool { s, ok := v.(string); return ok && s == ip.upper(s) },
 		"defined": func(_ *interp, v, _ any) bool {
 			_, ok := v.(undefined)
 			return !ok
 		},
 		"undefined": func(_ *interp, v, _ any) bool { _, ok := v.(undefined); return ok },
-		"equalto":   func(_ *interp, v, arg any) bool { return strictEqual(v, arg) },
-		"eq":        func(_ *interp, v, arg any) bool { return strictEqual(v, arg) },
+		"equalto":   func(ip *interp, v, arg any) bool { return ip.strictEqual(v, arg) },
+		"eq":        func(ip *interp, v, arg any) bool { return ip.strictEqual(v, arg) },
 	}
 }
 
@@ -236,29 +248,90 @@ var (
 func jsUpper(s string) string { return upperCaser.String(s) }
 func jsLower(s string) string { return lowerCaser.String(s) }
 
-// jsTitle upper-cases every ASCII word character that starts a word, the
-// JS port's /\b\w/g replacement (other characters are unchanged).
-func jsTitle(s string) string {
-	r := []rune(s)
-	for i, c := range r {
-		if isWord(c) && (i == 0 || !isWord(r[i-1])) && c >= 'a' && c <= 'z' {
-			r[i] = c - 'a' + 'A'
-		}
+// upper, lower, title and capitalize are the case mappings with their
+// work: each character is mapped, and the result is a new string.
+func (ip *interp) upper(s string) string { return ip.mapped(s, jsUpper) }
+func (ip *interp) lower(s string) string { return ip.mapped(s, jsLower) }
+func (ip *interp) title(s string) string { return ip.mapped(s, jsTitle) }
+func (ip *interp) capitalize(s string) string {
+	// Only the first character is mapped; the rest is copied, or checked
+	// when it is already UTF-8.
+	ip.spendScan(len(s))
+	return ip.mapped(s, jsCapitalize)
+}
+
+// mapped counts the work and memory of f(s), a string of about s's length
+// (case mapping can lengthen a string, "ß" to "SS"; the excess is counted
+// once the result is there).
+func (ip *interp) mapped(s string, f func(string) string) string {
+	if s == "" {
+		return f(s)
 	}
-	return string(r)
+	ip.spendMap(len(s))
+	ip.produce(len(s))
+	out := f(s)
+	if len(out) > len(s) {
+		ip.produce(len(out) - len(s))
+	}
+	return out
+}
+
+// jsTitle upper-cases every ASCII word character that starts a word, the
+// JS port's /\b\w/g replacement (other characters are unchanged; bytes that
+// are not UTF-8 become U+FFFD).
+func jsTitle(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	prev := rune(-1)
+	for _, c := range s {
+		if isWord(c) && !isWord(prev) && c >= 'a' && c <= 'z' {
+			b.WriteByte(byte(c - 'a' + 'A'))
+		} else {
+			b.WriteRune(c)
+		}
+		prev = c
+	}
+	return b.String()
 }
 
 // jsCapitalize upper-cases the first UTF-16 unit and leaves the rest as it
-// is (unlike Python, which also lower-cases the rest).
+// is (unlike Python, which also lower-cases the rest; bytes that are not
+// UTF-8 become U+FFFD).
 func jsCapitalize(s string) string {
 	if s == "" {
 		return s
 	}
-	r := []rune(s)
-	if r[0] >= 0x10000 {
+	r, w := utf8.DecodeRuneInString(s)
+	if r >= 0x10000 {
 		return s
 	}
-	return jsUpper(string(r[0])) + string(r[1:])
+	rest := s[w:]
+	if !utf8.ValidString(rest) {
+		rest = runesString(rest)
+	}
+	return jsUpper(string(r)) + rest
+}
+
+// runesSize returns the number of characters of s and the length of
+// string([]rune(s)), in which each byte that is not UTF-8 is U+FFFD.
+func (ip *interp) runesSize(s string) (chars, size int) {
+	ip.spendScan(len(s))
+	for _, r := range s {
+		chars++
+		size += utf8.RuneLen(r)
+	}
+	return chars, size
+}
+
+// runesString is string([]rune(s)): s with every byte that is not UTF-8
+// replaced by U+FFFD.
+func runesString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func method(name string, f func(ip *interp, args []any) any) *function {
@@ -272,25 +345,26 @@ func method(name string, f func(ip *interp, args []any) any) *function {
 
 // stringMethod returns the value of attribute name of string s: one of the
 // Python str methods the JS port implements, or length.
-func stringMethod(s string, name string) any {
+func stringMethod(ip *interp, s string, name string) any {
 	switch name {
 	case "length":
+		ip.spendScan(len(s))
 		return int64(utf16Len(s))
 	case "upper":
-		return method(name, func(*interp, []any) any { return jsUpper(s) })
+		return method(name, func(ip *interp, _ []any) any { return ip.upper(s) })
 	case "lower":
-		return method(name, func(*interp, []any) any { return jsLower(s) })
+		return method(name, func(ip *interp, _ []any) any { return ip.lower(s) })
 	case "strip":
 		// The JS port ignores strip's argument and trims whitespace.
-		return method(name, func(*interp, []any) any { return strings.TrimFunc(s, isSpace) })
+		return method(name, func(ip *interp, _ []any) any { return ip.trim(s, strings.TrimFunc) })
 	case "lstrip":
-		return method(name, func(*interp, []any) any { return strings.TrimLeftFunc(s, isSpace) })
+		return method(name, func(ip *interp, _ []any) any { return ip.trim(s, strings.TrimLeftFunc) })
 	case "rstrip":
-		return method(name, func(*interp, []any) any { return strings.TrimRightFunc(s, isSpace) })
+		return method(name, func(ip *interp, _ []any) any { return ip.trim(s, strings.TrimRightFunc) })
 	case "title":
-		return method(name, func(*interp, []any) any { return jsTitle(s) })
+		return method(name, func(ip *interp, _ []any) any { return ip.title(s) })
 	case "capitalize":
-		return method(name, func(*interp, []any) any { return jsCapitalize(s) })
+		return method(name, func(ip *interp, _ []any) any { return ip.capitalize(s) })
 	case "startswith", "endswith":
 		has := strings.HasPrefix
 		if name == "endswith" {
@@ -300,8 +374,16 @@ func stringMethod(s string, name string) any {
 			if len(args) == 0 {
 				ip.fail("%s() requires at least one argument", name)
 			}
+			// has compares len(p) bytes, when s is that long.
+			cost := func(p string) int64 {
+				if len(p) <= len(s) {
+					return itemCost + int64(len(p))
+				}
+				return itemCost
+			}
 			switch p := args[0].(type) {
 			case string:
+				ip.spend(cost(p))
 				return has(s, p)
 			case []any:
 				for _, x := range p {
@@ -309,6 +391,7 @@ func stringMethod(s string, name string) any {
 					if !ok {
 						ip.fail("%s() tuple elements must be strings", name)
 					}
+					ip.spend(cost(xs))
 					if has(s, xs) {
 						return true
 					}
@@ -324,6 +407,14 @@ func stringMethod(s string, name string) any {
 		return method(name, func(ip *interp, args []any) any { return replaceMethod(ip, s, args) })
 	}
 	return nil
+}
+
+// trim is a trim function applied to s, with the work of reading the white
+// space it removes (and the character that stops it).
+func (ip *interp) trim(s string, f func(string, func(rune) bool) string) string {
+	out := f(s, isSpace)
+	ip.spendScan(len(s) - len(out) + 8)
+	return out
 }
 
 func split(ip *interp, s string, args []any) any {
@@ -342,26 +433,46 @@ func split(ip *interp, s string, args []any) any {
 	var parts []string
 	switch sp := sep.(type) {
 	case nil:
-		text := strings.TrimLeftFunc(s, isSpace)
-		for text != "" {
-			end := strings.IndexFunc(text, isSpace)
-			if end < 0 {
-				end = len(text)
+		// Count the parts, then make them.
+		fields := func(emit func(string)) {
+			text := strings.TrimLeftFunc(s, isSpace)
+			for n := int64(0); text != ""; n++ {
+				end := strings.IndexFunc(text, isSpace)
+				if end < 0 {
+					end = len(text)
+				}
+				if maxsplit >= 0 && n >= maxsplit {
+					emit(text)
+					break
+				}
+				emit(text[:end])
+				text = strings.TrimLeftFunc(text[end:], isSpace)
 			}
-			if maxsplit >= 0 && int64(len(parts)) >= maxsplit {
-				parts = append(parts, text)
-				break
-			}
-			parts = append(parts, text[:end])
-			text = strings.TrimLeftFunc(text[end:], isSpace)
 		}
+		ip.spendScan(2 * len(s))
+		n := 0
+		fields(func(string) { n++ })
+		ip.checkListLen(n)
+		ip.allocate(2 * int64(n) * itemCost) // parts, then the list
+		parts = make([]string, 0, n)
+		fields(func(p string) { parts = append(parts, p) })
 	case string:
 		if sp == "" {
 			ip.fail("empty separator")
 		}
-		parts = strings.Split(s, sp)
-		if maxsplit >= 0 && int64(len(parts)) > maxsplit {
-			parts = append(parts[:maxsplit:maxsplit], strings.Join(parts[maxsplit:], sp))
+		// Count the parts before making them: a 64 MiB string of
+		// separators would otherwise be 64 million of them.
+		ip.spend(2 * int64(len(s)))
+		n := int64(strings.Count(s, sp)) + 1
+		if maxsplit >= 0 && maxsplit < n-1 {
+			n = maxsplit + 1
+		}
+		ip.checkListLen(int(min(n, maxListLen+1)))
+		ip.allocate(2 * n * itemCost) // parts, then the list
+		if maxsplit >= 0 {
+			parts = strings.SplitN(s, sp, int(n))
+		} else {
+			parts = strings.Split(s, sp)
 		}
 	default:
 		ip.fail("sep argument must be a string or null")
@@ -403,22 +514,39 @@ func replaceMethod(ip *interp, s string, args []any) any {
 		return s
 	}
 	if old == "" {
-		// Python inserts the replacement around every character.
+		// Python inserts the replacement around every character (and
+		// reads s as characters, each invalid byte becoming U+FFFD).
+		chars, size := ip.runesSize(s)
+		k := chars + 1
+		if n >= 0 {
+			k = min(k, n)
+		}
+		ip.produce(size + k*len(repl))
 		var b strings.Builder
-		rs := []rune(s)
-		for i := 0; i <= len(rs); i++ {
+		b.Grow(size + k*len(repl))
+		i := 0
+		for _, r := range s {
 			if n < 0 || i < n {
 				b.WriteString(repl)
 			}
-			if i < len(rs) {
-				b.WriteRune(rs[i])
-			}
+			b.WriteRune(r)
+			i++
 		}
-		return ip.concat(b.String(), "")
+		if n < 0 || i < n {
+			b.WriteString(repl)
+		}
+		return b.String()
 	}
-	if strings.Count(s, old) > 0 && len(repl) > len(old) && len(s)+strings.Count(s, old)*(len(repl)-len(old)) > maxStringLen {
-		ip.fail("string longer than %d bytes", maxStringLen)
+	ip.spend(int64(len(s)))
+	k := strings.Count(s, old)
+	if n >= 0 {
+		k = min(k, n)
 	}
+	if k == 0 {
+		return s
+	}
+	ip.produce(len(s) + k*(len(repl)-len(old)))
+	ip.spendMap(k) // per replacement
 	return strings.Replace(s, old, repl, n)
 }
 
@@ -434,6 +562,7 @@ func mapMethod(m *Map, name string) *function {
 			if !ok {
 				ip.fail("object key must be a string: got %s", typeName(args[0]))
 			}
+			ip.spend(int64(len(k)))
 			if v, ok := m.Get(k); ok {
 				return v
 			}
@@ -443,14 +572,15 @@ func mapMethod(m *Map, name string) *function {
 			return nil
 		})
 	case "items":
-		return method(name, func(*interp, []any) any { return mapItems(m) })
+		return method(name, func(ip *interp, _ []any) any { return ip.mapItems(m) })
 	case "keys":
-		return method(name, func(*interp, []any) any { return mapKeys(m) })
+		return method(name, func(ip *interp, _ []any) any { return ip.mapKeys(m) })
 	case "values":
-		return method(name, func(*interp, []any) any {
+		return method(name, func(ip *interp, _ []any) any {
+			ip.produceItems(m.Len())
 			out := make([]any, m.Len())
 			for i, k := range m.Keys() {
-				out[i] = m.vals[k]
+				out[i] = m.val(k)
 			}
 			return out
 		})
@@ -484,37 +614,43 @@ func mapMethod(m *Map, name string) *function {
 			if by == "value" {
 				idx = 1
 			}
-			return ip.sortValues(mapItems(m), func(x any) any { return x.([]any)[idx] }, cs, rev)
+			return ip.sortValues(ip.mapItems(m), func(x any) any { return x.([]any)[idx] }, cs, rev)
 		}}
 	}
 	return nil
 }
 
-func mapItems(m *Map) []any {
+func (ip *interp) mapItems(m *Map) []any {
+	ip.produceItems(3 * m.Len()) // the list and a pair per key
 	out := make([]any, m.Len())
 	for i, k := range m.Keys() {
-		out[i] = []any{k, m.vals[k]}
+		out[i] = []any{k, m.val(k)}
 	}
 	return out
 }
 
 // joinValue is how Array.prototype.join prints an element: none and
 // undefined as empty strings.
-func joinValue(v any) string {
+func (ip *interp) joinValue(v any) string {
 	switch v.(type) {
 	case nil, undefined:
 		return ""
 	}
-	return jsString(v)
+	return ip.jsString(v)
 }
 
 // unique keeps the first of equal items (JavaScript's ===: 1 and 1.0 are
-// equal, lists and mappings only to themselves).
-func unique(items []any) []any {
+// equal, lists and mappings only to themselves). It hashes every item, the
+// containers by identity, so it takes linear time.
+func (ip *interp) unique(items []any) []any {
+	type sliceKey struct {
+		data *any
+		n    int
+	}
 	out := []any{}
 	seen := map[any]bool{}
-	var objects []any
 	for _, x := range items {
+		ip.spend(itemCost)
 		var key any
 		switch v := x.(type) {
 		case int64:
@@ -525,40 +661,42 @@ func unique(items []any) []any {
 				out = append(out, x)
 				continue
 			}
-		case nil, undefined, bool, string:
+		case string:
+			ip.spend(int64(len(v)))
 			key = v
-		default:
-			dup := false
-			for _, y := range objects {
-				if identical(x, y) {
-					dup = true
-					break
-				}
-			}
-			if !dup {
-				objects = append(objects, x)
-				out = append(out, x)
-			}
-			continue
+		case nil, undefined, bool:
+			key = v
+		case []any:
+			key = sliceKey{unsafe.SliceData(v), len(v)}
+		default: // *Map, *namespace, *function: pointers
+			key = v
 		}
 		if !seen[key] {
 			seen[key] = true
 			out = append(out, x)
 		}
 	}
+	ip.produceItems(2 * len(out))
 	return out
 }
 
-func (ip *interp) toJSONOrFail(v any, o jsonOptions, undefNull bool) string {
-	s, err := toJSON(v, o, 0, undefNull)
-	if err != nil {
+// writeJSONOrFail writes v as JSON into b, failing the render when it
+// cannot be serialised.
+func (ip *interp) writeJSONOrFail(b *strings.Builder, v any, o jsonOptions, undefNull bool) {
+	if err := ip.writeJSON(b, v, o, 0, undefNull); err != nil {
 		ip.fail("%v", err)
 	}
-	if len(s) > maxStringLen {
-		ip.fail("string longer than %d bytes", maxStringLen)
+}
+
+// toJSONOrFail returns v as JSON, failing the render when it cannot be
+// serialised.
+func (ip *interp) toJSONOrFail(v any, o jsonOptions, undefNull bool) string {
+	var b strings.Builder
+	if s, ok := v.(string); ok {
+		b.Grow(len(s) + 2)
 	}
-	ip.charge(len(s) / 16)
-	return s
+	ip.writeJSONOrFail(&b, v, o, undefNull)
+	return b.String()
 }
 
 func (ip *interp) applyFilter(v any, f node, e *env) any {
@@ -601,6 +739,7 @@ func (ip *interp) filterPlain(v any, name string) any {
 		case "length":
 			return int64(len(o))
 		case "reverse":
+			ip.produceItems(len(o))
 			out := make([]any, len(o))
 			for i, x := range o {
 				out[len(o)-1-i] = x
@@ -609,43 +748,39 @@ func (ip *interp) filterPlain(v any, name string) any {
 		case "sort":
 			return ip.sortValues(o, func(x any) any { return x }, false, false)
 		case "join":
-			var b strings.Builder
-			for _, x := range o {
-				b.WriteString(joinValue(x))
-			}
-			return ip.concat(b.String(), "")
+			return ip.join(o, "")
 		case "string":
 			return ip.toJSONOrFail(o, jsonOptions{}, false)
 		case "unique":
-			ip.charge(len(o))
-			return unique(o)
+			return ip.unique(o)
 		}
 		ip.fail("unknown ArrayValue filter: %s", name)
 	case string:
 		switch name {
 		case "length":
+			ip.spendScan(len(o))
 			return int64(utf16Len(o))
 		case "upper":
-			return jsUpper(o)
+			return ip.upper(o)
 		case "lower":
-			return jsLower(o)
+			return ip.lower(o)
 		case "title":
-			return jsTitle(o)
+			return ip.title(o)
 		case "capitalize":
-			return jsCapitalize(o)
+			return ip.capitalize(o)
 		case "trim":
-			return strings.TrimFunc(o, isSpace)
+			return ip.trim(o, strings.TrimFunc)
 		case "indent":
-			return indent(o, "    ", false, false)
+			return ip.indent(o, "    ", false, false)
 		case "join", "string":
 			return o
 		case "int":
-			if f, ok := jsParseInt(o); ok {
+			if f, ok := ip.parseInt(o); ok {
 				return intResult(f)
 			}
 			return int64(0)
 		case "float":
-			if f, ok := jsParseFloat(o); ok {
+			if f, ok := ip.parseFloat(o); ok {
 				return f
 			}
 			return 0.0
@@ -666,13 +801,13 @@ func (ip *interp) filterPlain(v any, name string) any {
 		case "float":
 			return toFloat(o)
 		case "string":
-			return display(o)
+			return scalarText(o)
 		}
 		ip.fail("unknown NumericValue filter: %s", name)
 	case *Map:
 		switch name {
 		case "items":
-			return mapItems(o)
+			return ip.mapItems(o)
 		case "length":
 			return int64(o.Len())
 		}
@@ -695,7 +830,7 @@ func (ip *interp) filterPlain(v any, name string) any {
 			}
 			return 0.0
 		case "string":
-			return display(o)
+			return scalarText(o)
 		}
 		ip.fail("unknown BooleanValue filter: %s", name)
 	}
@@ -703,15 +838,65 @@ func (ip *interp) filterPlain(v any, name string) any {
 	return nil
 }
 
-func indent(s, pad string, first, blank bool) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		if (!first && i == 0) || (!blank && l == "") {
-			continue
+// indent puts pad before every line of s but the first (unless first)
+// and the empty ones (unless blank). It measures the result before it
+// makes it: a long pad on many lines is a large string.
+func (ip *interp) indent(s, pad string, first, blank bool) string {
+	padded := func(i int, line string) bool { return (first || i > 0) && (blank || line != "") }
+	ip.spend(2 * int64(len(s)))
+	n := 0
+	eachLine(s, func(i int, line string) {
+		if padded(i, line) {
+			n++
 		}
-		lines[i] = pad + l
+	})
+	ip.produce(len(s) + n*len(pad))
+	ip.spendMap(n) // per line
+	var b strings.Builder
+	b.Grow(len(s) + n*len(pad))
+	eachLine(s, func(i int, line string) {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if padded(i, line) {
+			b.WriteString(pad)
+		}
+		b.WriteString(line)
+	})
+	return b.String()
+}
+
+// eachLine calls f with each line of s split at "\n" and its index.
+func eachLine(s string, f func(int, string)) {
+	for i := 0; ; i++ {
+		line, rest, more := strings.Cut(s, "\n")
+		f(i, line)
+		if !more {
+			return
+		}
+		s = rest
 	}
-	return strings.Join(lines, "\n")
+}
+
+// join joins the text of the items with sep, measuring the result before
+// it makes it.
+func (ip *interp) join(items []any, sep string) string {
+	ip.charge(len(items))
+	parts := make([]string, len(items))
+	ip.produceItems(len(items))
+	total := 0
+	for i, x := range items {
+		parts[i] = ip.joinValue(x)
+		total += len(parts[i])
+		if i > 0 {
+			total += len(sep)
+		}
+		if total > maxStringLen {
+			ip.tooLong()
+		}
+	}
+	ip.produce(total)
+	return strings.Join(parts, sep)
 }
 
 func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
@@ -759,16 +944,8 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 		}
 		return ip.toJSONOrFail(v, o, true)
 	case "join":
-		var parts []string
-		switch o := v.(type) {
-		case string:
-			for _, r := range o {
-				parts = append(parts, string(r))
-			}
-		case []any:
-			for _, x := range o {
-				parts = append(parts, joinValue(x))
-			}
+		switch v.(type) {
+		case string, []any:
 		default:
 			ip.fail("cannot apply filter %q to type: %s", name, typeName(v))
 		}
@@ -776,15 +953,28 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 		if !ok {
 			ip.fail("separator must be a string")
 		}
-		ip.charge(len(parts))
-		total := 0
-		for _, p := range parts {
-			total += len(p) + len(sep)
+		if o, ok := v.([]any); ok {
+			return ip.join(o, sep)
 		}
-		if total > maxStringLen {
-			ip.fail("string longer than %d bytes", maxStringLen)
+		// The characters of a string, joined with sep.
+		o := v.(string)
+		chars, size := ip.runesSize(o)
+		if chars == 0 {
+			return ""
 		}
-		return strings.Join(parts, sep)
+		ip.produce(size + (chars-1)*len(sep))
+		ip.spendMap(chars)
+		var b strings.Builder
+		b.Grow(size + (chars-1)*len(sep))
+		k := 0
+		for _, r := range o {
+			if k > 0 {
+				b.WriteString(sep)
+			}
+			b.WriteRune(r)
+			k++
+		}
+		return b.String()
 	case "int", "float":
 		var def any = int64(0)
 		if name == "float" {
@@ -794,12 +984,12 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 		switch o := v.(type) {
 		case string:
 			if name == "int" {
-				if f, ok := jsParseInt(o); ok {
+				if f, ok := ip.parseInt(o); ok {
 					return intResult(f)
 				}
 				return def
 			}
-			if f, ok := jsParseFloat(o); ok {
+			if f, ok := ip.parseFloat(o); ok {
 				return f
 			}
 			return def
@@ -853,7 +1043,7 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 			}
 			key := func(x any) any { return x }
 			if path != "" {
-				key = func(x any) any { return attributeValue(x, path) }
+				key = func(x any) any { return ip.attributeValue(x, path) }
 			}
 			return ip.sortValues(o, key, cs, rev)
 		case "selectattr", "rejectattr":
@@ -886,7 +1076,9 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 				val = args[2]
 			}
 			out := []any{}
+			ip.produceItems(len(o))
 			for _, x := range o {
+				ip.spend(itemCost + int64(len(attr)))
 				var a any
 				var has bool
 				switch m := x.(type) {
@@ -911,6 +1103,7 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 				ip.fail("attribute must be a string")
 			}
 			def, hasDef := kw.Get("default")
+			ip.produceItems(len(o))
 			out := make([]any, len(o))
 			for i, x := range o {
 				switch x.(type) {
@@ -918,7 +1111,7 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 				default:
 					ip.fail("items in map must be an object")
 				}
-				a := attributeValue(x, path)
+				a := ip.attributeValue(x, path)
 				if _, u := a.(undefined); u && hasDef {
 					a = def
 				}
@@ -941,11 +1134,7 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 			}
 			first := truthy(arg(1, "first", false))
 			blank := truthy(arg(2, "blank", false))
-			out := indent(o, pad, first, blank)
-			if len(out) > maxStringLen {
-				ip.fail("string longer than %d bytes", maxStringLen)
-			}
-			return out
+			return ip.indent(o, pad, first, blank)
 		case "replace":
 			if kw.Len() > 0 {
 				args = append(args, kw)
@@ -967,8 +1156,12 @@ func (ip *interp) filterCall(v any, name string, argNodes []node, e *env) any {
 
 // attributeValue follows a dotted path ("a.b", "items.0") through mappings,
 // namespaces and lists, undefined where it breaks off.
-func attributeValue(v any, path string) any {
-	for _, part := range strings.Split(path, ".") {
+func (ip *interp) attributeValue(v any, path string) any {
+	ip.spend(itemCost + int64(len(path)))
+	for more := true; more; {
+		var part string
+		part, path, more = strings.Cut(path, ".")
+		ip.spend(itemCost)
 		switch o := v.(type) {
 		case *Map:
 			x, ok := o.Get(part)
@@ -993,6 +1186,17 @@ func attributeValue(v any, path string) any {
 		}
 	}
 	return v
+}
+
+// parseInt and parseFloat are jsParseInt and jsParseFloat with their work.
+func (ip *interp) parseInt(s string) (float64, bool) {
+	ip.spendScan(len(s))
+	return jsParseInt(s)
+}
+
+func (ip *interp) parseFloat(s string) (float64, bool) {
+	ip.spendScan(len(s))
+	return jsParseFloat(s)
 }
 
 var (

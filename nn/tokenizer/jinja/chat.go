@@ -1,5 +1,7 @@
 package jinja
 
+import "context"
+
 // ChatInput is what transformers' apply_chat_template passes to a chat
 // template.
 type ChatInput struct {
@@ -69,8 +71,17 @@ func RenderChat(src string, in ChatInput) (string, error) {
 	return t.RenderChat(in)
 }
 
-// RenderChat renders a conversation with a parsed chat template.
+// RenderChat renders a conversation with a parsed chat template, within
+// the default Limits.
 func (t *Template) RenderChat(in ChatInput) (string, error) {
-	ctx, order := in.context()
-	return t.render(ctx, order, defaultMaxSteps)
+	return t.RenderChatContext(context.Background(), in, Limits{})
+}
+
+// RenderChatContext renders a conversation within the given limits (zero
+// fields take the defaults), stopping when ctx is done; its errors are
+// RenderContext's. A server passes the request's context and answers a
+// *BudgetError as a template or request too large to render.
+func (t *Template) RenderChatContext(ctx context.Context, in ChatInput, lim Limits) (string, error) {
+	vars, order := in.context()
+	return t.render(ctx, vars, order, lim)
 }

@@ -25,8 +25,20 @@
 // raise_exception(msg) makes rendering fail with an *Exception carrying
 // msg; other evaluation failures (unknown filter, type errors) are
 // *RenderError with the position of the failing expression. Nothing a
-// template or its variables contain makes the package panic; recursion,
-// loop lengths, string sizes and evaluation steps are bounded.
+// template or its variables contain makes the package panic.
+//
+// # Limits
+//
+// A chat template comes with a model directory, which may be hostile. A
+// render runs within Limits: the bytes of output, the work (bytes read and
+// written by every string operation, with evaluation steps), and the
+// memory of the strings and lists it makes; RenderContext and
+// RenderChatContext take them with a context.Context, whose cancellation
+// or deadline stops the render. Past a limit, or past the fixed bounds on
+// one string, one list and macro recursion, rendering fails with a
+// *BudgetError naming the limit and its value (errors.Is(err, ErrBudget));
+// Render and RenderChat use the defaults, which leave room for the real
+// templates with 128 tools and a conversation of 1 MiB.
 //
 // # Values and key order
 //

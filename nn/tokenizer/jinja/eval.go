@@ -1,11 +1,13 @@
 package jinja
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -30,13 +32,12 @@ type Exception struct {
 
 func (e *Exception) Error() string { return "jinja: template raised an exception: " + e.Message }
 
-// Limits that keep a hostile or mistaken template from exhausting the
-// machine; they fail the render with an error.
+// Fixed bounds that, with Limits, keep a hostile or mistaken template from
+// exhausting the machine; they fail the render with a *BudgetError.
 const (
-	maxCallDepth    = 200      // nested macro calls
-	maxStringLen    = 64 << 20 // bytes in one string or the output
-	maxListLen      = 1 << 20  // items in one list, range() included
-	defaultMaxSteps = 50_000_000
+	maxCallDepth = 200      // nested macro calls
+	maxStringLen = 64 << 20 // bytes in one string
+	maxListLen   = 1 << 20  // items in one list, range() included
 )
 
 // timeNow is the clock strftime_now reads; tests pin it.
@@ -62,31 +63,29 @@ func (e *env) lookup(name string) any {
 type interp struct {
 	at       pos // the node being evaluated, for errors raised by helpers
 	depth    int
-	steps    int
-	maxSteps int
 	now      func() time.Time
 	callSite *env // set while a {% call %} block calls its macro
+
+	// The budget: work and alloc count up to lim's bounds (budget.go);
+	// the context is looked at when work reaches nextCheck.
+	lim         Limits
+	work, alloc int64
+	nextCheck   int64
+	ctx         context.Context
+	out         *strings.Builder // the render's output
 }
 
 func (ip *interp) fail(format string, args ...any) {
 	panic(&RenderError{Line: ip.at.line, Column: ip.at.col, Msg: fmt.Sprintf(format, args...)})
 }
 
-// charge counts work a builtin does on n items against the step budget,
-// so that a filter applied to a long list in a loop is bounded too.
-func (ip *interp) charge(n int) {
-	ip.steps += n
-	if ip.steps > ip.maxSteps {
-		ip.fail("template takes more than %d evaluation steps", ip.maxSteps)
-	}
-}
+// charge counts the work a builtin does on n items, so that a filter
+// applied to a long list in a loop is bounded too.
+func (ip *interp) charge(n int) { ip.spend(int64(n) * itemCost) }
 
 func (ip *interp) step(n node) {
 	ip.at = n.at()
-	ip.steps++
-	if ip.steps > ip.maxSteps {
-		ip.fail("template takes more than %d evaluation steps", ip.maxSteps)
-	}
+	ip.spend(stepCost)
 }
 
 // Render evaluates the template with the given variables. Values may be
@@ -94,25 +93,36 @@ func (ip *interp) step(n node) {
 // []map[string]any, map[string]any (iterated in sorted key order) or *Map
 // (iterated in insertion order; ParseJSON makes them). A variable named like
 // one of the globals (true, none, range, namespace, raise_exception,
-// strftime_now, …) is an error, as in the JS port.
-func (t *Template) Render(ctx map[string]any) (string, error) {
-	return t.render(ctx, nil, defaultMaxSteps)
+// strftime_now, …) is an error, as in the JS port. It renders within the
+// default Limits; RenderContext takes a context and limits.
+func (t *Template) Render(vars map[string]any) (string, error) {
+	return t.render(context.Background(), vars, nil, Limits{})
 }
 
-func (t *Template) render(ctx map[string]any, order map[string][][]string, maxSteps int) (out string, err error) {
+// RenderContext is Render within the given limits (zero fields take the
+// defaults), stopping when ctx is done. A render that runs past a limit
+// fails with a *BudgetError (errors.Is(err, ErrBudget)); one stopped by
+// ctx fails with an error that says so and wraps ctx.Err(), so that
+// errors.Is(err, context.DeadlineExceeded) tells a deadline.
+func (t *Template) RenderContext(ctx context.Context, vars map[string]any, lim Limits) (string, error) {
+	return t.render(ctx, vars, nil, lim)
+}
+
+func (t *Template) render(ctx context.Context, vars map[string]any, order map[string][][]string, lim Limits) (out string, err error) {
 	global := newEnv(nil)
 	setupGlobals(global)
-	for _, k := range keyOrder(ctx, nil) {
+	for _, k := range keyOrder(vars, nil) {
 		if _, ok := global.vars[k]; ok {
 			return "", fmt.Errorf("jinja: render: variable %q is already declared (a global)", k)
 		}
-		v, err := convert(ctx[k], k, order[k])
+		v, err := convert(vars[k], k, order[k])
 		if err != nil {
 			return "", fmt.Errorf("jinja: render: %w", err)
 		}
 		global.vars[k] = v
 	}
-	ip := &interp{maxSteps: maxSteps, now: timeNow}
+	var b strings.Builder
+	ip := &interp{now: timeNow, lim: lim.withDefaults(), ctx: ctx, out: &b}
 	defer func() {
 		if r := recover(); r != nil {
 			switch e := r.(type) {
@@ -120,12 +130,16 @@ func (t *Template) render(ctx map[string]any, order map[string][][]string, maxSt
 				out, err = "", e
 			case *Exception:
 				out, err = "", e
+			case *BudgetError:
+				out, err = "", e
+			case stopped:
+				out, err = "", e.err
 			default:
 				panic(r)
 			}
 		}
 	}()
-	var b strings.Builder
+	ip.checkContext()
 	if c := ip.renderBlock(t.body, global, &b); c != ctrlNone {
 		return "", &RenderError{Line: ip.at.line, Column: ip.at.col, Msg: "break or continue outside a loop"}
 	}
@@ -139,13 +153,6 @@ const (
 	ctrlBreak
 	ctrlContinue
 )
-
-func (ip *interp) write(b *strings.Builder, s string) {
-	if b.Len()+len(s) > maxStringLen {
-		ip.fail("output exceeds %d bytes", maxStringLen)
-	}
-	b.WriteString(s)
-}
 
 func (ip *interp) renderBlock(stmts []node, e *env, b *strings.Builder) ctrl {
 	for _, s := range stmts {
@@ -191,10 +198,10 @@ func (ip *interp) writeValue(b *strings.Builder, v any) {
 		ip.write(b, v)
 		return
 	case []any, *Map, *namespace:
-		ip.write(b, ip.toJSONOrFail(v, jsonOptions{}, false))
+		ip.writeJSONOrFail(b, v, jsonOptions{}, false)
 		return
 	}
-	ip.write(b, display(v))
+	ip.write(b, scalarText(v))
 }
 
 // renderString renders a block that must not break out of a loop (a macro
@@ -287,7 +294,7 @@ func (ip *interp) renderFor(s *forNode, e *env, b *strings.Builder) {
 	case []any:
 		candidates = it
 	case *Map:
-		candidates = mapKeys(it)
+		candidates = ip.mapKeys(it)
 	default:
 		ip.fail("expected an iterable or object in for loop, got %s", typeName(iterable))
 	}
@@ -328,11 +335,12 @@ func (ip *interp) renderFor(s *forNode, e *env, b *strings.Builder) {
 			next = items[i+1]
 		}
 		n := int64(len(items))
-		scope.vars["loop"] = NewMap(
-			"index", int64(i+1), "index0", int64(i),
-			"revindex", n-int64(i), "revindex0", n-int64(i)-1,
-			"first", i == 0, "last", i == len(items)-1, "length", n,
-			"previtem", prev, "nextitem", next)
+		// An iteration takes about as long as eight steps: its loop
+		// mapping is made anew, as a template may keep it.
+		ip.spend(8 * stepCost)
+		scope.vars["loop"] = &Map{keys: loopKeys, small: []any{
+			int64(i + 1), int64(i), n - int64(i), n - int64(i) - 1,
+			i == 0, i == len(items)-1, n, prev, next}}
 		ip.bindLoopVar(s.loopvar, it, scope)
 		c := ip.renderBlock(s.body, scope, b)
 		if c == ctrlContinue {
@@ -350,7 +358,11 @@ func (ip *interp) renderFor(s *forNode, e *env, b *strings.Builder) {
 	}
 }
 
-func mapKeys(m *Map) []any {
+// loopKeys are the keys of the loop mapping, in the order of its values.
+var loopKeys = []string{"index", "index0", "revindex", "revindex0", "first", "last", "length", "previtem", "nextitem"}
+
+func (ip *interp) mapKeys(m *Map) []any {
+	ip.produceItems(m.Len())
 	out := make([]any, m.Len())
 	for i, k := range m.Keys() {
 		out[i] = k
@@ -455,8 +467,9 @@ func specialArgs(params []node, body []node) map[string]bool {
 
 func (ip *interp) bindMacroArgs(name string, params []node, special map[string]bool, args []any, kw *Map, scope *env) {
 	remaining := &Map{}
+	ip.produceItems(kw.Len())
 	for _, k := range kw.Keys() {
-		remaining.Set(k, kw.vals[k])
+		remaining.Set(k, kw.val(k))
 	}
 	type pending struct {
 		name string
@@ -478,6 +491,7 @@ func (ip *interp) bindMacroArgs(name string, params []node, special map[string]b
 			v, have = args[i], true
 		} else if kv, ok := remaining.Get(pname); ok {
 			v, have = kv, true
+			ip.produceItems(remaining.Len())
 			remaining = without(remaining, pname)
 		}
 		if !have {
@@ -514,7 +528,7 @@ func without(m *Map, key string) *Map {
 	out := &Map{}
 	for _, k := range m.Keys() {
 		if k != key {
-			out.Set(k, m.vals[k])
+			out.Set(k, m.val(k))
 		}
 	}
 	return out
@@ -523,7 +537,7 @@ func without(m *Map, key string) *Map {
 func (ip *interp) enterCall() {
 	ip.depth++
 	if ip.depth > maxCallDepth {
-		ip.fail("macro calls nest deeper than %d", maxCallDepth)
+		ip.exceed("macro call depth", maxCallDepth)
 	}
 }
 
@@ -594,6 +608,7 @@ func (ip *interp) evalArgs(argNodes []node, e *env) ([]any, *Map) {
 		if kw == nil {
 			kw = &Map{}
 		}
+		ip.spend(itemCost + 2*int64(len(k)))
 		if _, dup := kw.Get(k); dup {
 			ip.fail("got multiple values for keyword argument '%s'", k)
 		}
@@ -611,7 +626,7 @@ func (ip *interp) evalArgs(argNodes []node, e *env) ([]any, *Map) {
 				ip.fail("argument after ** must be a mapping, not %s", typeName(v))
 			}
 			for _, k := range m.Keys() {
-				add(k, m.vals[k])
+				add(k, m.val(k))
 			}
 		}
 	}
@@ -708,6 +723,7 @@ func (ip *interp) eval(n node, e *env) any {
 				ip.at = k.at()
 				ip.fail("object keys must be strings: got %s", typeName(kv))
 			}
+			ip.spend(itemCost + int64(len(ks)))
 			m.Set(ks, ip.eval(n.vals[i], e))
 		}
 		return m
@@ -764,6 +780,7 @@ func (ip *interp) member(obj, prop any) any {
 		if !ok {
 			ip.fail("cannot access property with non-string: got %s", typeName(prop))
 		}
+		ip.spend(int64(len(k))) // hashing the key
 		if v, ok := o.Get(k); ok {
 			return v
 		}
@@ -776,6 +793,7 @@ func (ip *interp) member(obj, prop any) any {
 		if !ok {
 			ip.fail("cannot access property with non-string: got %s", typeName(prop))
 		}
+		ip.spend(int64(len(k)))
 		if v, ok := o.m.Get(k); ok {
 			return v
 		}
@@ -804,12 +822,16 @@ func (ip *interp) member(obj, prop any) any {
 			if p > math.MaxInt32 || p < math.MinInt32 {
 				return undefined{}
 			}
+			ip.spendScan(len(o))
+			if p < 0 {
+				ip.spendScan(len(o)) // utf16At counts the length first
+			}
 			if s, ok := utf16At(o, int(p)); ok {
 				return s
 			}
 			return undefined{}
 		case string:
-			if f := stringMethod(o, p); f != nil {
+			if f := stringMethod(ip, o, p); f != nil {
 				return f
 			}
 			return undefined{}
@@ -824,13 +846,12 @@ func (ip *interp) member(obj, prop any) any {
 
 func (ip *interp) evalSlice(obj any, s *sliceExpr, e *env) any {
 	var n int
-	var runes []rune
 	switch o := obj.(type) {
 	case []any:
 		n = len(o)
 	case string:
-		runes = []rune(o)
-		n = len(runes)
+		ip.spendScan(len(o))
+		n = utf8.RuneCountInString(o)
 	default:
 		ip.at = s.at()
 		ip.fail("slice object must be an array or string")
@@ -853,25 +874,77 @@ func (ip *interp) evalSlice(obj any, s *sliceExpr, e *env) any {
 	if !hasStep {
 		step = 1
 	}
-	idx := sliceIndices(n, start, hasStart, stop, hasStop, step)
-	ip.charge(len(idx))
+	first, count := sliceIndices(n, start, hasStart, stop, hasStop, step)
+	ip.charge(count)
 	if arr, ok := obj.([]any); ok {
-		out := make([]any, len(idx))
-		for i, j := range idx {
-			out[i] = arr[j]
+		ip.produceItems(count)
+		out := make([]any, count)
+		for k := range out {
+			out[k] = arr[first+k*step]
 		}
 		return out
 	}
-	out := make([]rune, len(idx))
-	for i, j := range idx {
-		out[i] = runes[j]
-	}
-	return string(out)
+	return ip.sliceString(obj.(string), first, step, count)
 }
 
-// sliceIndices is Python's slice arithmetic as the JS port computes it.
-func sliceIndices(n, start int, hasStart bool, stop int, hasStop bool, step int) []int {
-	var idx []int
+// sliceString returns the count characters of s at first, first+step,
+// …, each invalid byte of s counting as a character and becoming U+FFFD,
+// as when s is read as []rune. It reads s once, forwards, without
+// converting it.
+func (ip *interp) sliceString(s string, first, step, count int) string {
+	if count == 0 {
+		return ""
+	}
+	lo, hi := first, first+(count-1)*step // the first and last character taken
+	if step < 0 {
+		lo, hi = hi, first
+	}
+	if step == 1 {
+		// A run of characters: the bytes between them, as they are when
+		// they are UTF-8.
+		from, to, k := len(s), len(s), 0
+		for i := range s {
+			if k == lo {
+				from = i
+			}
+			if k == hi+1 {
+				to = i
+				break
+			}
+			k++
+		}
+		if sub := s[from:to]; utf8.ValidString(sub) {
+			return sub
+		}
+		ip.produce(3 * (to - from))
+		return runesString(s[from:to])
+	}
+	stride := max(step, -step)
+	ip.allocate(4 * int64(count))
+	picked := make([]rune, count)
+	k := 0
+	for _, r := range s {
+		if k > hi {
+			break
+		}
+		if k >= lo && (k-lo)%stride == 0 {
+			if step > 0 {
+				picked[(k-lo)/stride] = r
+			} else {
+				picked[(hi-k)/stride] = r
+			}
+		}
+		k++
+	}
+	out := string(picked)
+	ip.produce(len(out))
+	return out
+}
+
+// sliceIndices is Python's slice arithmetic as the JS port computes it:
+// the slice of a sequence of n items is the count items at first,
+// first+step, first+2·step, ….
+func sliceIndices(n, start int, hasStart bool, stop int, hasStop bool, step int) (first, count int) {
 	switch {
 	case step > 0:
 		if !hasStart {
@@ -882,8 +955,8 @@ func sliceIndices(n, start int, hasStart bool, stop int, hasStop bool, step int)
 		}
 		start = clampSlice(start, n, 0, n)
 		stop = clampSlice(stop, n, 0, n)
-		for i := start; i < stop; i += step {
-			idx = append(idx, i)
+		if stop > start {
+			count = (stop - start + step - 1) / step
 		}
 	case step < 0:
 		if !hasStart {
@@ -902,11 +975,11 @@ func sliceIndices(n, start int, hasStart bool, stop int, hasStop bool, step int)
 		} else {
 			stop = min(stop, n-1)
 		}
-		for i := start; i > stop; i += step {
-			idx = append(idx, i)
+		if start > stop {
+			count = (start - stop - step - 1) / -step
 		}
 	}
-	return idx
+	return start, count
 }
 
 func clampSlice(i, n, lo, hi int) int {
@@ -967,9 +1040,9 @@ func (ip *interp) evalBinary(n *binaryExpr, e *env) any {
 	op := n.op
 	switch op {
 	case "==":
-		return looseEqual(left, right)
+		return ip.looseEqual(left, right)
 	case "!=":
-		return !looseEqual(left, right)
+		return !ip.looseEqual(left, right)
 	}
 	_, lu := left.(undefined)
 	_, ru := right.(undefined)
@@ -1014,10 +1087,10 @@ func (ip *interp) evalBinary(n *binaryExpr, e *env) any {
 		if op == "~" && left != nil && right != nil {
 			l, r := "", ""
 			if !lu {
-				l = jsString(left)
+				l = ip.jsString(left)
 			}
 			if !ru {
-				r = jsString(right)
+				r = ip.jsString(right)
 			}
 			return ip.concat(l, r)
 		}
@@ -1025,7 +1098,7 @@ func (ip *interp) evalBinary(n *binaryExpr, e *env) any {
 	case left == nil || right == nil:
 		ip.fail("cannot perform operation %s on null values", op)
 	case op == "~":
-		return ip.concat(jsString(left), jsString(right))
+		return ip.concat(ip.jsString(left), ip.jsString(right))
 	case op == "**" && isNumericLike(left) && isNumericLike(right):
 		a, b := toFloat(left), toFloat(right)
 		if a == 0 && b < 0 {
@@ -1048,17 +1121,15 @@ func (ip *interp) evalBinary(n *binaryExpr, e *env) any {
 		// Two lists only concatenate; `list in list` is an error in the
 		// JS port, unlike in Python.
 		if op == "+" {
-			if len(la)+len(ra) > maxListLen {
-				ip.fail("list longer than %d items", maxListLen)
-			}
-			ip.charge(len(la) + len(ra))
+			ip.checkListLen(len(la) + len(ra))
+			ip.produceItems(len(la) + len(ra))
 			return append(append(make([]any, 0, len(la)+len(ra)), la...), ra...)
 		}
 	} else if rArr {
 		ip.charge(len(ra))
 		found := false
 		for _, x := range ra {
-			if strictEqual(x, left) {
+			if ip.strictEqual(x, left) {
 				found = true
 				break
 			}
@@ -1073,9 +1144,13 @@ func (ip *interp) evalBinary(n *binaryExpr, e *env) any {
 	ls, lStr := left.(string)
 	rs, rStr := right.(string)
 	if (lStr || rStr) && op == "+" {
-		return ip.concat(jsString(left), jsString(right))
+		return ip.concat(ip.jsString(left), ip.jsString(right))
 	}
 	if lStr && rStr {
+		// strings.Index compares a short needle at each position with
+		// vector instructions and a long one with a rolling hash: about
+		// one unit of work per byte of the haystack either way.
+		ip.spend(int64(len(rs)) + int64(len(ls)))
 		switch op {
 		case "in":
 			return strings.Contains(rs, ls)
@@ -1084,6 +1159,7 @@ func (ip *interp) evalBinary(n *binaryExpr, e *env) any {
 		}
 	}
 	if rm, ok := right.(*Map); ok && lStr {
+		ip.spend(int64(len(ls)))
 		_, has := rm.Get(ls)
 		switch op {
 		case "in":
@@ -1097,10 +1173,7 @@ func (ip *interp) evalBinary(n *binaryExpr, e *env) any {
 }
 
 func (ip *interp) concat(a, b string) string {
-	if len(a)+len(b) > maxStringLen {
-		ip.fail("string longer than %d bytes", maxStringLen)
-	}
-	ip.charge((len(a) + len(b)) / 16)
+	ip.produce(len(a) + len(b))
 	return a + b
 }
 
@@ -1140,6 +1213,17 @@ func isObject(v any) bool {
 	return false
 }
 
+// strictEqual is strictEqual, with the work of comparing two strings.
+func (ip *interp) strictEqual(a, b any) bool {
+	ip.spend(itemCost)
+	if as, ok := a.(string); ok {
+		if bs, ok := b.(string); ok && len(as) == len(bs) {
+			ip.spend(int64(len(as)))
+		}
+	}
+	return strictEqual(a, b)
+}
+
 // strictEqual is JavaScript's === between the values two runtime values
 // wrap (the JS port's `in` for lists, unique, equalto).
 func strictEqual(a, b any) bool {
@@ -1171,7 +1255,7 @@ func strictEqual(a, b any) bool {
 // which is what the JS port's == and != compute: 1 == 1.0, "1" == 1,
 // true == 1, none == undefined, and lists and mappings only equal to
 // themselves.
-func looseEqual(a, b any) bool {
+func (ip *interp) looseEqual(a, b any) bool {
 	isNullish := func(v any) bool {
 		switch v.(type) {
 		case nil, undefined:
@@ -1185,24 +1269,29 @@ func looseEqual(a, b any) bool {
 	case isObject(a) && isObject(b):
 		return identical(a, b)
 	case isObject(a):
-		return looseEqual(jsString(a), b)
+		return ip.looseEqual(ip.jsString(a), b)
 	case isObject(b):
-		return looseEqual(a, jsString(b))
+		return ip.looseEqual(a, ip.jsString(b))
 	}
 	if ab, ok := a.(bool); ok {
-		return looseEqual(toFloat(ab), b)
+		return ip.looseEqual(toFloat(ab), b)
 	}
 	if bb, ok := b.(bool); ok {
-		return looseEqual(a, toFloat(bb))
+		return ip.looseEqual(a, toFloat(bb))
 	}
 	as, aStr := a.(string)
 	bs, bStr := b.(string)
 	switch {
 	case aStr && bStr:
+		if len(as) == len(bs) {
+			ip.spend(int64(len(as)))
+		}
 		return as == bs
 	case aStr:
+		ip.spendScan(len(as))
 		return jsToNumber(as) == toFloat(b)
 	case bStr:
+		ip.spendScan(len(bs))
 		return toFloat(a) == jsToNumber(bs)
 	}
 	return toFloat(a) == toFloat(b)
@@ -1271,9 +1360,10 @@ func digitValue(c rune) int {
 // sortValues sorts a copy of items stably with the JS port's comparison
 // (numbers with numbers, strings with strings, optionally ignoring case).
 func (ip *interp) sortValues(items []any, key func(any) any, caseSensitive, reverse bool) []any {
-	ip.charge(len(items))
+	ip.produceItems(len(items))
 	out := append([]any(nil), items...)
 	sort.SliceStable(out, func(i, j int) bool {
+		ip.spend(itemCost)
 		c := ip.compare(key(out[i]), key(out[j]), caseSensitive)
 		if reverse {
 			c = -c
@@ -1314,7 +1404,13 @@ func (ip *interp) compare(a, b any, caseSensitive bool) int {
 		ip.fail("cannot compare type: %s", typeName(a))
 	}
 	if !caseSensitive {
-		as, bs = jsLower(as), jsLower(bs)
+		as, bs = ip.lower(as), ip.lower(bs)
 	}
-	return compareUTF16(as, bs)
+	return ip.compareStrings(as, bs)
+}
+
+// compareStrings is compareUTF16 with its work.
+func (ip *interp) compareStrings(a, b string) int {
+	ip.spendScan(min(len(a), len(b)))
+	return compareUTF16(a, b)
 }

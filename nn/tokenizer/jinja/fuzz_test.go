@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -41,12 +42,13 @@ func FuzzParseRender(f *testing.F) {
 			}
 			return
 		}
-		_, err = tpl.render(ctx, nil, 20000)
+		_, err = tpl.RenderContext(context.Background(), ctx, Limits{MaxWorkBytes: 20000 * stepCost})
 		if err != nil {
 			var re *RenderError
 			var ex *Exception
-			if !errors.As(err, &re) && !errors.As(err, &ex) {
-				t.Fatalf("Render error %v is %T, want *RenderError or *Exception", err, err)
+			var be *BudgetError
+			if !errors.As(err, &re) && !errors.As(err, &ex) && !errors.As(err, &be) {
+				t.Fatalf("Render error %v is %T, want *RenderError, *Exception or *BudgetError", err, err)
 			}
 		}
 	})

@@ -22,6 +22,11 @@ import (
 type Map struct {
 	keys []string
 	vals map[string]any
+	// small, when not nil, holds the values of keys in order in place of
+	// vals: the loop mapping each iteration of a for loop makes, for which
+	// a Go map of nine entries would cost more than the rest of the
+	// iteration. A Set turns it into vals.
+	small []any
 }
 
 // NewMap returns a Map holding the given key/value pairs in order; a key
@@ -44,6 +49,14 @@ func NewMap(pairs ...any) *Map {
 
 // Set sets key k to v, appending k if it is new.
 func (m *Map) Set(k string, v any) {
+	if m.small != nil {
+		m.vals = make(map[string]any, len(m.keys)+1)
+		for i, key := range m.keys {
+			m.vals[key] = m.small[i]
+		}
+		m.keys = m.keys[:len(m.keys):len(m.keys)] // an append copies
+		m.small = nil
+	}
 	if m.vals == nil {
 		m.vals = make(map[string]any)
 	}
@@ -58,8 +71,22 @@ func (m *Map) Get(k string) (any, bool) {
 	if m == nil {
 		return nil, false
 	}
+	if m.small != nil {
+		for i, key := range m.keys {
+			if key == k {
+				return m.small[i], true
+			}
+		}
+		return nil, false
+	}
 	v, ok := m.vals[k]
 	return v, ok
+}
+
+// val returns the value of key k, which the caller knows is present.
+func (m *Map) val(k string) any {
+	v, _ := m.Get(k)
+	return v
 }
 
 // Keys returns the keys in insertion order. The caller must not modify it.
@@ -115,7 +142,7 @@ func marshalOrdered(b *bytes.Buffer, v any) error {
 			kb, _ := json.Marshal(k)
 			b.Write(kb)
 			b.WriteByte(':')
-			if err := marshalOrdered(b, v.vals[k]); err != nil {
+			if err := marshalOrdered(b, v.val(k)); err != nil {
 				return err
 			}
 		}
@@ -402,7 +429,7 @@ func convert(v any, path string, order [][]string) (any, error) {
 		}
 		m := &Map{}
 		for _, k := range v.keys {
-			c, err := convert(v.vals[k], path+"."+k, nil)
+			c, err := convert(v.val(k), path+"."+k, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -506,9 +533,10 @@ func floatString(f float64) string {
 	return jsNumber(f)
 }
 
-// display is a value's text in the output and in JSON-like contexts where
-// the JS port calls RuntimeValue.toString().
-func display(v any) string {
+// scalarText is the text of a value that is not a list, mapping or
+// namespace, in the output and where the JS port calls
+// RuntimeValue.toString().
+func scalarText(v any) string {
 	switch v := v.(type) {
 	case nil:
 		// The JS port's none wraps JavaScript's undefined, so it prints as
@@ -527,38 +555,53 @@ func display(v any) string {
 		return floatString(v)
 	case string:
 		return v
-	case []any, *Map, *namespace:
-		s, err := toJSON(v, jsonOptions{}, 0, false)
-		if err != nil {
-			return ""
-		}
-		return s
 	case *function:
 		return "function " + v.name + "() { [native code] }"
 	}
 	return fmt.Sprint(v)
 }
 
+// writeDisplay writes a value's text where the JS port calls
+// RuntimeValue.toString(): lists and mappings as JSON, or nothing when
+// they cannot be (a function inside, nesting too deep).
+func (ip *interp) writeDisplay(b *strings.Builder, v any) {
+	switch v.(type) {
+	case []any, *Map, *namespace:
+		var tmp strings.Builder
+		if ip.writeJSON(&tmp, v, jsonOptions{}, 0, false) == nil {
+			ip.write(b, tmp.String())
+		}
+		return
+	}
+	ip.write(b, scalarText(v))
+}
+
 // jsString is JavaScript's String(x) of the value a runtime value wraps,
 // which the JS port uses for `~`, `+` with a string and join: numbers print
 // without ".0", arrays join their elements with commas, mappings print as
 // "[object Map]".
-func jsString(v any) string {
+func (ip *interp) jsString(v any) string {
 	switch v := v.(type) {
+	case string:
+		return v
 	case int64:
 		return jsNumber(float64(v))
 	case float64:
 		return jsNumber(v)
 	case []any:
-		parts := make([]string, len(v))
+		ip.spend(int64(len(v)) * itemCost)
+		var b strings.Builder
 		for i, x := range v {
-			parts[i] = display(x)
+			if i > 0 {
+				ip.writeByte(&b, ',')
+			}
+			ip.writeDisplay(&b, x)
 		}
-		return strings.Join(parts, ",")
+		return b.String()
 	case *Map, *namespace:
 		return "[object Map]"
 	}
-	return display(v)
+	return scalarText(v)
 }
 
 // utf16Len is a string's length in UTF-16 code units, JavaScript's
@@ -579,41 +622,68 @@ func utf16Len(s string) int {
 // as a string, as String.prototype.at does; a lone surrogate becomes U+FFFD,
 // which is what it turns into when the JS result is written out as UTF-8.
 func utf16At(s string, i int) (string, bool) {
-	u := utf16.Encode([]rune(s))
 	if i < 0 {
-		i += len(u)
+		i += utf16Len(s)
+		if i < 0 {
+			return "", false
+		}
 	}
-	if i < 0 || i >= len(u) {
-		return "", false
+	k := 0
+	for _, r := range s {
+		n := 1
+		if r >= 0x10000 {
+			n = 2
+		}
+		if i < k+n {
+			if n == 2 {
+				return string(utf8.RuneError), true
+			}
+			return string(r), true
+		}
+		k += n
 	}
-	r := rune(u[i])
-	if utf16.IsSurrogate(r) {
-		r = utf8.RuneError
-	}
-	return string(r), true
+	return "", false
 }
 
 // compareUTF16 orders strings by UTF-16 code units, as JavaScript's < does.
+// That is code point order except that U+E000..U+FFFF sort after the
+// supplementary planes, whose first units are surrogates (U+D800..U+DBFF).
 func compareUTF16(a, b string) int {
-	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
-	for i := 0; i < len(ua) && i < len(ub); i++ {
-		if ua[i] != ub[i] {
-			if ua[i] < ub[i] {
-				return -1
-			}
-			return 1
+	for a != "" && b != "" {
+		ra, wa := utf8.DecodeRuneInString(a)
+		rb, wb := utf8.DecodeRuneInString(b)
+		a, b = a[wa:], b[wb:]
+		if ra == rb {
+			continue
 		}
-	}
-	switch {
-	case len(ua) < len(ub):
-		return -1
-	case len(ua) > len(ub):
+		ua, ub := firstUnit(ra), firstUnit(rb)
+		if ua == ub {
+			// Two supplementary characters with the same high surrogate:
+			// their low surrogates are in code point order.
+			ua, ub = ra, rb
+		}
+		if ua < ub {
+			return -1
+		}
 		return 1
 	}
-	return 0
+	switch {
+	case a == "" && b == "":
+		return 0
+	case a == "":
+		return -1
+	}
+	return 1
 }
 
-var errJSONTooLong = fmt.Errorf("JSON longer than %d bytes", maxStringLen)
+// firstUnit is the first UTF-16 code unit of r.
+func firstUnit(r rune) rune {
+	if r >= 0x10000 {
+		hi, _ := utf16.EncodeRune(r)
+		return hi
+	}
+	return r
+}
 
 type jsonOptions struct {
 	indent      int
@@ -624,12 +694,13 @@ type jsonOptions struct {
 	custom      bool // itemSep and keySep were given
 }
 
-// toJSON serialises a value as the JS port's tojson does, which follows
-// Python's json.dumps: ", " and ": " separators (",", ": " when indenting),
-// non-ASCII kept unless ensureASCII, mappings in insertion order.
-// undefNull decides whether undefined becomes null (tojson) or "undefined"
-// (printing an array).
-func toJSON(v any, o jsonOptions, depth int, undefNull bool) (string, error) {
+// writeJSON serialises a value into b as the JS port's tojson does, which
+// follows Python's json.dumps: ", " and ": " separators (",", ": " when
+// indenting), non-ASCII kept unless ensureASCII, mappings in insertion
+// order. undefNull decides whether undefined becomes null (tojson) or
+// "undefined" (printing an array). A value that cannot be serialised is
+// an error, and b then holds part of it.
+func (ip *interp) writeJSON(b *strings.Builder, v any, o jsonOptions, depth int, undefNull bool) error {
 	itemSep, keySep := ", ", ": "
 	switch {
 	case o.custom:
@@ -638,130 +709,165 @@ func toJSON(v any, o jsonOptions, depth int, undefNull bool) (string, error) {
 		itemSep = ","
 	}
 	if depth > maxPrintDepth {
-		return "", fmt.Errorf("value nests deeper than %d levels", maxPrintDepth)
+		return fmt.Errorf("value nests deeper than %d levels", maxPrintDepth)
 	}
 	switch v := v.(type) {
 	case nil:
-		return "null", nil
+		ip.write(b, "null")
 	case undefined:
 		if undefNull {
-			return "null", nil
+			ip.write(b, "null")
+		} else {
+			ip.write(b, "undefined")
 		}
-		return "undefined", nil
 	case bool:
-		return display(v), nil
+		ip.write(b, scalarText(v))
 	case int64:
-		return jsNumber(float64(v)), nil
+		ip.write(b, jsNumber(float64(v)))
 	case float64:
 		if math.IsInf(v, 0) || math.IsNaN(v) {
-			return "null", nil
+			ip.write(b, "null")
+		} else {
+			ip.write(b, jsNumber(v))
 		}
-		return jsNumber(v), nil
 	case string:
-		return jsonString(v, o.ensureASCII), nil
-	case []any, *Map, *namespace:
-		pad := ""
-		if o.indent > 0 {
-			pad = strings.Repeat(" ", o.indent)
+		ip.writeJSONString(b, v, o.ensureASCII)
+	case []any:
+		ip.spend(int64(len(v)) * itemCost)
+		ip.writeByte(b, '[')
+		for i, x := range v {
+			if i > 0 {
+				ip.write(b, itemSep)
+			}
+			if o.indent > 0 {
+				ip.newline(b, o.indent, depth+1)
+			}
+			if err := ip.writeJSON(b, x, o, depth+1, undefNull); err != nil {
+				return err
+			}
 		}
-		base := "\n" + strings.Repeat(pad, depth)
-		child := base + pad
-		var b strings.Builder
-		if arr, ok := v.([]any); ok {
-			if o.indent > 0 && len(arr) > 0 {
-				b.WriteString("[" + child)
-			} else {
-				b.WriteString("[")
-			}
-			for i, x := range arr {
-				if i > 0 {
-					b.WriteString(itemSep)
-					if o.indent > 0 {
-						b.WriteString(child)
-					}
-				}
-				s, err := toJSON(x, o, depth+1, undefNull)
-				if err != nil {
-					return "", err
-				}
-				b.WriteString(s)
-				if b.Len() > maxStringLen {
-					return "", errJSONTooLong
-				}
-			}
-			if o.indent > 0 && len(arr) > 0 {
-				b.WriteString(base)
-			}
-			b.WriteString("]")
-			return b.String(), nil
+		if o.indent > 0 && len(v) > 0 {
+			ip.newline(b, o.indent, depth)
 		}
+		ip.writeByte(b, ']')
+	case *Map, *namespace:
 		m, _ := v.(*Map)
 		if ns, ok := v.(*namespace); ok {
 			m = ns.m
 		}
 		keys := m.Keys()
+		ip.spend(int64(len(keys)) * itemCost)
 		if o.sortKeys {
 			keys = append([]string(nil), keys...)
-			sort.SliceStable(keys, func(i, j int) bool { return compareUTF16(keys[i], keys[j]) < 0 })
+			ip.produceItems(len(keys))
+			sort.SliceStable(keys, func(i, j int) bool { return ip.compareStrings(keys[i], keys[j]) < 0 })
 		}
-		b.WriteString("{")
+		ip.writeByte(b, '{')
 		for i, k := range keys {
 			if i > 0 {
-				b.WriteString(itemSep)
+				ip.write(b, itemSep)
 			}
 			if o.indent > 0 {
-				b.WriteString(child)
+				ip.newline(b, o.indent, depth+1)
 			}
-			s, err := toJSON(m.vals[k], o, depth+1, undefNull)
-			if err != nil {
-				return "", err
-			}
-			b.WriteString(jsonString(k, o.ensureASCII) + keySep + s)
-			if b.Len() > maxStringLen {
-				return "", errJSONTooLong
+			ip.writeJSONString(b, k, o.ensureASCII)
+			ip.write(b, keySep)
+			if err := ip.writeJSON(b, m.val(k), o, depth+1, undefNull); err != nil {
+				return err
 			}
 		}
 		if o.indent > 0 && len(keys) > 0 {
-			b.WriteString(base)
+			ip.newline(b, o.indent, depth)
 		}
-		b.WriteString("}")
-		return b.String(), nil
+		ip.writeByte(b, '}')
+	default:
+		return fmt.Errorf("cannot convert to JSON: %s", typeName(v))
 	}
-	return "", fmt.Errorf("cannot convert to JSON: %s", typeName(v))
+	return nil
 }
 
-// jsonString quotes s as JSON.stringify does: only '"', '\\' and control
-// characters are escaped (not '<', '>', '&' or U+2028 as Go's encoder
-// would); with ensureASCII every UTF-16 unit from U+007F up is \uXXXX.
-func jsonString(s string, ensureASCII bool) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
+// spaces is what newline writes indentation from.
+const spaces = "                                                                                                    "
+
+// newline writes a line break and depth levels of indent spaces.
+func (ip *interp) newline(b *strings.Builder, indent, depth int) {
+	ip.writeByte(b, '\n')
+	for n := indent * depth; n > 0; {
+		k := min(n, len(spaces))
+		ip.write(b, spaces[:k])
+		n -= k
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// writeJSONString quotes s into b as JSON.stringify does: only '"', '\\'
+// and control characters are escaped (not '<', '>', '&' or U+2028 as Go's
+// encoder would); with ensureASCII every UTF-16 unit from U+007F up is
+// \uXXXX. Bytes that are not UTF-8 become U+FFFD, as they do when a Go
+// string is read character by character. Runs of bytes that need no
+// escape are copied whole.
+func (ip *interp) writeJSONString(b *strings.Builder, s string, ensureASCII bool) {
+	ip.spendScan(len(s))
+	ip.writeByte(b, '"')
+	run := 0 // s[run:i] is pending, to be copied as it is
+	escape := func(i, w int, esc string) {
+		if i > run {
+			ip.write(b, s[run:i])
+		}
+		ip.write(b, esc)
+		run = i + w
+	}
+	unit := func(u rune) string {
+		return string([]byte{'\\', 'u', hexDigits[u>>12&15], hexDigits[u>>8&15], hexDigits[u>>4&15], hexDigits[u&15]})
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
 		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\b':
-			b.WriteString(`\b`)
-		case r == '\f':
-			b.WriteString(`\f`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case ensureASCII && r >= 0x7f:
-			for _, u := range utf16.Encode([]rune{r}) {
-				fmt.Fprintf(&b, `\u%04x`, u)
+		case c >= 0x20 && c < 0x7f && c != '"' && c != '\\':
+			i++
+		case c == '"':
+			escape(i, 1, `\"`)
+			i++
+		case c == '\\':
+			escape(i, 1, `\\`)
+			i++
+		case c < 0x20:
+			esc := ""
+			switch c {
+			case '\b':
+				esc = `\b`
+			case '\f':
+				esc = `\f`
+			case '\n':
+				esc = `\n`
+			case '\r':
+				esc = `\r`
+			case '\t':
+				esc = `\t`
+			default:
+				esc = unit(rune(c))
 			}
-		default:
-			b.WriteRune(r)
+			escape(i, 1, esc)
+			i++
+		default: // 0x7f and above
+			r, w := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case ensureASCII:
+				esc := unit(r)
+				if r >= 0x10000 {
+					hi, lo := utf16.EncodeRune(r)
+					esc = unit(hi) + unit(lo)
+				}
+				escape(i, w, esc)
+			case r == utf8.RuneError && w == 1:
+				escape(i, w, string(utf8.RuneError))
+			}
+			i += w
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	if run < len(s) {
+		ip.write(b, s[run:])
+	}
+	ip.writeByte(b, '"')
 }
