@@ -382,6 +382,8 @@ func chatPrompt(ctx context.Context, m Model, p *chatParams) ([]int, *httpx.Erro
 	switch {
 	case errors.Is(err, ErrNoToolTemplate):
 		return nil, httpx.BadRequest("tools", "model %q has no chat template for tools; send the request without tools", m.Name())
+	case errors.Is(err, ErrTemplateBudget):
+		return nil, &httpx.Error{Status: http.StatusBadRequest, Param: "messages", Code: "template_budget", Msg: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return nil, &httpx.Error{Status: http.StatusServiceUnavailable, Msg: "rendering the chat template: " + err.Error(), Code: "template_timeout"}
 	case err != nil:

@@ -38,9 +38,14 @@ type TextEncoder interface {
 	EncodeText(s string) ([]int, error)
 }
 
-// ErrNoToolTemplate is wrapped by ChatPrompt's error when the model's chat
-// template cannot render tools; the request is refused with 400.
-var ErrNoToolTemplate = errors.New("the model's chat template does not render tools")
+// Errors a Model's ChatPrompt wraps so that the request is refused with
+// 400 and a reason: ErrNoToolTemplate when the chat template cannot render
+// tools, ErrTemplateBudget when rendering these messages exceeds the
+// template's work, output or memory budget.
+var (
+	ErrNoToolTemplate = errors.New("the model's chat template does not render tools")
+	ErrTemplateBudget = errors.New("the chat template exceeded its budget")
+)
 
 // Config bounds the requests a Handler takes. Zero fields take the
 // defaults below.

@@ -3,6 +3,7 @@ package hfmodel
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
+	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/rl/policies"
 	"github.com/troupe-ml/troupe/swarm/adapter"
@@ -55,7 +57,10 @@ func (c Chat) ChatPrompt(ctx context.Context, msgs []api.Message, tools []api.To
 		}
 		in.Tools = append(in.Tools, map[string]any{"type": typ, "function": fn})
 	}
-	s, err := c.Tok.Render(in)
+	s, err := c.Tok.RenderContext(ctx, in)
+	if errors.Is(err, jinja.ErrBudget) {
+		return nil, fmt.Errorf("%w: %w", openai.ErrTemplateBudget, err)
+	}
 	if err != nil {
 		return nil, err
 	}
