@@ -5,7 +5,7 @@ GO      ?= go
 # Packages whose tests run under the race detector (the concurrent ones).
 RACE_PKGS ?= ./tensor/... ./rl/... ./swarm/... ./bus/... ./cmd/troupe
 
-.PHONY: all test vet demo demo-full bench bench-compare data clean test-cuda-build ptx test-netns test-chaos check-generated
+.PHONY: all test vet demo demo-full bench bench-compare data clean test-cuda-build ptx test-netns test-chaos check-generated test-browser
 
 all: test
 
@@ -58,6 +58,13 @@ test-chaos:
 # SIGKILLed leader and a cut link (root and iproute2; about a minute).
 test-netns:
 	TROUPE_NETNS=1 $(GO) test -count=1 -run '^TestNetnsCluster$$' -v ./bus
+
+# The dashboard in a real browser: headless Chromium (Debian's chromium,
+# installed by scripts/install-browser-deps.sh) against a two-agent fixture
+# run; screenshots go to $TROUPE_SCREENSHOT_DIR when set.
+test-browser:
+	bash scripts/install-browser-deps.sh
+	TROUPE_BROWSER=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./dashboard
 
 # Recompile the CUDA kernels (cuda/kernels/*.cu) to the committed PTX; needs nvcc.
 ptx:
