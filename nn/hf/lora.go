@@ -284,3 +284,26 @@ func writeFileAtomic(path string, write func(*os.File) error) error {
 	}
 	return os.Rename(f.Name(), path)
 }
+
+// Snapshot returns a frozen copy of the adapter's current matrices, for
+// sequences that must keep sampling from one version while the adapter
+// trains: a generation engine binds each request to the snapshot that was
+// current when it started. The copy has no Store (it cannot be trained or
+// saved) and no gradients; it costs the adapter's parameters in memory.
+// The caller makes sure that no optimizer step writes the adapter while it
+// is copied.
+func (ad *LoRA) Snapshot() *LoRA {
+	s := &LoRA{Config: ad.Config, Base: ad.Base, mods: make([][numProj]*loraModule, len(ad.mods)), scale: ad.scale}
+	frozen := func(p *nn.Param) *nn.Param {
+		v := ts.New(ts.WithShape(p.Shape().Clone()...), ts.WithBacking(slices.Clone(p.Data())))
+		return &nn.Param{Name: p.Name, Value: v}
+	}
+	for l, row := range ad.mods {
+		for p, m := range row {
+			if m != nil {
+				s.mods[l][p] = &loraModule{A: frozen(m.A), B: frozen(m.B)}
+			}
+		}
+	}
+	return s
+}

@@ -76,6 +76,10 @@ type Config struct {
 	// exclude each other: a training step waits for the generations in
 	// flight, and generations wait for the step.
 	Concurrent bool
+	// OnUpdate, when set, is called with the new version after every
+	// Train that stepped the Policy and every Load, while nothing writes
+	// the parameters: a concurrent Sampler publishes its snapshot there.
+	OnUpdate func(version int64)
 	// Prepare, when set, filters or rewrites a training batch before the
 	// context check and the Trainer (truncating prompts, dropping samples
 	// of another version, ...). It returns the samples to train on and how
@@ -270,8 +274,12 @@ func (a *Adapter) Train(batch []rl.Sample) (rl.Stats, error) {
 			}
 		}
 	}
+	before := a.pol.Version()
 	st, err := a.trainer.Update(a.train, batch)
 	st.Dropped += dropped
+	if v := a.pol.Version(); v != before && a.cfg.OnUpdate != nil {
+		a.cfg.OnUpdate(v)
+	}
 	return st, err
 }
 
@@ -356,5 +364,8 @@ func (a *Adapter) Load(r io.Reader) error {
 		return fmt.Errorf("load %s: %w", a.cfg.Name, err)
 	}
 	a.pol.base = v - a.cfg.Policy.Version()
+	if a.cfg.OnUpdate != nil {
+		a.cfg.OnUpdate(v)
+	}
 	return nil
 }

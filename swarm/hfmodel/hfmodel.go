@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/nn"
@@ -106,20 +107,65 @@ func (c Chat) TokenBytes(tok int) []byte { return c.Tok.TokenBytes(tok) }
 // EncodeText implements adapter.ChatTokenizer.
 func (c Chat) EncodeText(s string) ([]int, error) { return c.Tok.Encode(s), nil }
 
-// Sampler samples from a pretrained model with a LoRA adapter (nil: the
-// base alone). The model keeps no per-request state, so samplers of several
-// adapters generate from one base at once.
+// Sampler samples from a pretrained model with a LoRA adapter, through a
+// shared textgen.Engine when it has one (requests of every agent on the
+// base are then decoded together) or one request at a time otherwise.
+// Sequences sample from the adapter snapshot that was current when they
+// started (Publish), so that training the adapter never changes a
+// sequence midway and each Generation names the version it came from.
 type Sampler struct {
 	Base *hf.Model
-	LoRA *hf.LoRA
+	// Engine, when set, generates for every agent of Base at once.
+	Engine *textgen.Engine
 	// StopTokens end a generation (the tokenizer's end-of-turn tokens).
 	StopTokens []int
+	snap       atomic.Pointer[snapshot]
+}
+
+// snapshot is an adapter's frozen matrices and their version.
+type snapshot struct {
+	lora    *hf.LoRA
+	version int64
+}
+
+// Publish makes a frozen copy of ad (nil: the base alone) at version the
+// one new sequences sample from. The caller keeps optimizer steps out of
+// ad while it is copied.
+func (s *Sampler) Publish(ad *hf.LoRA, version int64) {
+	sn := &snapshot{version: version}
+	if ad != nil {
+		sn.lora = ad.Snapshot()
+	}
+	s.snap.Store(sn)
+}
+
+func (s *Sampler) bind() (any, int64) {
+	sn := s.snap.Load()
+	if sn == nil {
+		return (*hf.LoRA)(nil), 0
+	}
+	return sn.lora, sn.version
 }
 
 // Generate implements adapter.Sampler.
 func (s *Sampler) Generate(ctx context.Context, prompts [][]int, opts textgen.GenerateOptions, emit func(textgen.TokenEvent)) ([]textgen.Generation, error) {
 	opts.StopTokens = append(slices.Clip(opts.StopTokens), s.StopTokens...)
-	return s.Base.Generate(ctx, s.LoRA, prompts, opts, emit)
+	if s.Engine != nil {
+		return s.Engine.Generate(ctx, textgen.Request{Prompts: prompts, Options: opts, Bind: s.bind, Emit: emit})
+	}
+	ad, version := s.bind()
+	if emit != nil {
+		inner := emit
+		emit = func(ev textgen.TokenEvent) {
+			ev.Version = version
+			inner(ev)
+		}
+	}
+	gens, err := s.Base.Generate(ctx, ad.(*hf.LoRA), prompts, opts, emit)
+	for i := range gens {
+		gens[i].Version = version
+	}
+	return gens, err
 }
 
 // Config configures a pretrained model served with a trainable LoRA
@@ -130,6 +176,10 @@ type Config struct {
 	Name string
 	// Base is the frozen pretrained model; several HF models may share it.
 	Base *hf.Model
+	// Engine, when set, is the generation engine over Base that every
+	// agent on it shares (NewEngine); without it each request generates
+	// alone.
+	Engine *textgen.Engine
 	// Tokenizer is the base's tokenizer and chat template.
 	Tokenizer *hf.Tokenizer
 	// LoRA is an existing adapter (loaded with hf.LoadLoRA); when nil one
@@ -158,7 +208,9 @@ const (
 // New serves a pretrained model: its tokenizer and chat template,
 // generation with its LoRA adapter, and GRPO training of the adapter alone
 // (the base is never written), checkpointed with its optimizer state. The
-// adapter's matrices keep PEFT's names in the checkpoint.
+// adapter's matrices keep PEFT's names in the checkpoint. Generation never
+// waits for training: sequences sample from the snapshot of the adapter
+// published after each step.
 func New(cfg Config) (*adapter.Adapter, *policies.LoRA, error) {
 	if cfg.Base == nil || cfg.Tokenizer == nil {
 		return nil, nil, fmt.Errorf("hfmodel: %q needs a Base and a Tokenizer", cfg.Name)
@@ -181,17 +233,27 @@ func New(cfg Config) (*adapter.Adapter, *policies.LoRA, error) {
 	cfg.MaxLen = cmp.Or(cfg.MaxLen, min(cfg.Base.Config.MaxPos, DefaultMaxLen))
 	opt := nn.NewAdamW(nn.Constant(cfg.LR), 0)
 	pol := policies.NewLoRA(ad, opt, cfg.ClipNorm)
+	sampler := &Sampler{Base: cfg.Base, Engine: cfg.Engine, StopTokens: cfg.Tokenizer.StopTokens()}
+	sampler.Publish(ad, 0)
 	a, err := adapter.New(adapter.Config{
-		Name:      cfg.Name,
-		Tokenizer: Chat{Tok: cfg.Tokenizer, Extra: cfg.TemplateVars},
-		Sampler:   &Sampler{Base: cfg.Base, LoRA: ad, StopTokens: cfg.Tokenizer.StopTokens()},
-		Policy:    pol,
-		Trainer:   cfg.Trainer,
-		State:     &adapter.StoreState{Store: ad.Store, Opt: opt},
-		MaxLen:    cfg.MaxLen,
+		Name:       cfg.Name,
+		Tokenizer:  Chat{Tok: cfg.Tokenizer, Extra: cfg.TemplateVars},
+		Sampler:    sampler,
+		Policy:     pol,
+		Trainer:    cfg.Trainer,
+		State:      &adapter.StoreState{Store: ad.Store, Opt: opt},
+		MaxLen:     cfg.MaxLen,
+		Concurrent: true,
+		OnUpdate:   func(version int64) { sampler.Publish(ad, version) },
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return a, pol, nil
+}
+
+// NewEngine returns the generation engine of a base model, for the agents
+// on it (Config.Engine) and for plain inference.
+func NewEngine(base *hf.Model, cfg textgen.EngineConfig) *textgen.Engine {
+	return textgen.NewEngine(base.Decoder(), cfg)
 }
