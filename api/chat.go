@@ -180,3 +180,49 @@ type ErrorBody struct {
 	Param   any    `json:"param"`
 	Code    any    `json:"code"`
 }
+
+// CompletionRequest is a (legacy) completions request as a client sends it.
+// Prompt is a string, a list of strings, a list of token ids or a list of
+// lists of token ids.
+type CompletionRequest struct {
+	Model         string         `json:"model"`
+	Prompt        any            `json:"prompt"`
+	MaxTokens     int            `json:"max_tokens,omitempty"`
+	Temperature   *float64       `json:"temperature,omitempty"`
+	TopP          *float64       `json:"top_p,omitempty"`
+	N             int            `json:"n,omitempty"`
+	Stop          []string       `json:"stop,omitempty"`
+	Seed          *int64         `json:"seed,omitempty"`
+	Logprobs      *int           `json:"logprobs,omitempty"`
+	Echo          bool           `json:"echo,omitempty"`
+	Stream        bool           `json:"stream,omitempty"`
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+}
+
+// CompletionLogProbs is the logprobs object of a completion choice.
+type CompletionLogProbs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogProbs []float32            `json:"token_logprobs"`
+	TopLogProbs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// CompletionChoice is one choice of a text_completion.
+type CompletionChoice struct {
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	LogProbs     *CompletionLogProbs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+}
+
+// CompletionResponse is a text_completion object (and, streamed, each of
+// its chunks).
+type CompletionResponse struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	Choices           []CompletionChoice `json:"choices"`
+	Usage             *Usage             `json:"usage,omitempty"`
+	SystemFingerprint string             `json:"system_fingerprint"`
+}

@@ -31,22 +31,27 @@ type chatMessageIn struct {
 	ToolCallID *string         `json:"tool_call_id"`
 }
 
-type chatRequestIn struct {
-	Model               *string          `json:"model"`
-	Messages            *[]chatMessageIn `json:"messages"`
-	MaxTokens           *int             `json:"max_tokens"`
-	MaxCompletionTokens *int             `json:"max_completion_tokens"`
-	Temperature         *float64         `json:"temperature"`
-	TopP                *float64         `json:"top_p"`
-	N                   *int             `json:"n"`
-	Stop                json.RawMessage  `json:"stop"`
-	Seed                *int64           `json:"seed"`
-	Logprobs            *bool            `json:"logprobs"`
-	TopLogprobs         *int             `json:"top_logprobs"`
-	Stream              *bool            `json:"stream"`
+// samplingIn are the fields chat and text completions share.
+type samplingIn struct {
+	Model               *string         `json:"model"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	N                   *int            `json:"n"`
+	Stop                json.RawMessage `json:"stop"`
+	Seed                *int64          `json:"seed"`
+	Stream              *bool           `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage *bool `json:"include_usage"`
 	} `json:"stream_options"`
+}
+
+type chatRequestIn struct {
+	samplingIn
+	Messages    *[]chatMessageIn `json:"messages"`
+	Logprobs    *bool            `json:"logprobs"`
+	TopLogprobs *int             `json:"top_logprobs"`
 	// AssistantPrefix is troupe's extension: the answer's forced start.
 	AssistantPrefix *string `json:"assistant_prefix"`
 	// AssistantContext is troupe's extension: answer text given before
@@ -173,19 +178,34 @@ func parseStop(raw json.RawMessage) ([]string, *httpx.Error) {
 	return out, nil
 }
 
-type chatParams struct {
-	msgs        []api.Message
+// sampling are the parsed fields chat and text completions share.
+type sampling struct {
 	maxTokens   int
 	temperature float64
 	topP        float64
 	n           int
 	stop        []string
 	seed        *int64
-	logprobs    bool
-	topLogprobs int
 	stream      bool
 	usage       bool
 	model       string
+}
+
+// options are the generation options of the request's parameters; forced
+// tokens count in max_tokens.
+func (p *sampling) options(forced int, logprobs int) textgen.GenerateOptions {
+	o := textgen.GenerateOptions{MaxTokens: p.maxTokens - forced, Temperature: p.temperature, TopP: p.topP, Seed: rand.Uint64(), TopLogProbs: logprobs}
+	if p.seed != nil {
+		o.Seed = uint64(*p.seed)
+	}
+	return o
+}
+
+type chatParams struct {
+	sampling
+	msgs        []api.Message
+	logprobs    bool
+	topLogprobs int
 	prefix      *string // assistant_prefix
 	context     *string // assistant_context
 	tools       []api.Tool
@@ -392,37 +412,28 @@ func chatPrompt(ctx context.Context, m Model, p *chatParams) ([]int, *httpx.Erro
 	return prompt, nil
 }
 
-func (h *Handler) parseChat(body []byte, maxResp int) (*chatParams, *httpx.Error) {
-	var req chatRequestIn
-	if e := httpx.DecodeJSON(body, &req); e != nil {
-		return nil, e
-	}
-	p := &chatParams{temperature: 1, topP: 1, n: 1, maxTokens: maxResp}
+// parseSampling checks the fields chat and text completions share; maxResp
+// bounds max_tokens (and is its default with n = 1).
+func (h *Handler) parseSampling(req *samplingIn, maxResp int) (sampling, *httpx.Error) {
+	p := sampling{temperature: 1, topP: 1, n: 1, maxTokens: maxResp}
 	if req.Model != nil {
 		p.model = *req.Model
 	}
-	if req.Messages == nil {
-		return nil, httpx.BadRequest("messages", "missing")
-	}
-	var e *httpx.Error
-	if p.msgs, e = parseMessages(*req.Messages); e != nil {
-		return nil, e
-	}
 	if req.Temperature != nil {
 		if !(*req.Temperature >= 0 && *req.Temperature <= 2) {
-			return nil, httpx.BadRequest("temperature", "must be in [0, 2], got %v", *req.Temperature)
+			return p, httpx.BadRequest("temperature", "must be in [0, 2], got %v", *req.Temperature)
 		}
 		p.temperature = *req.Temperature
 	}
 	if req.TopP != nil {
 		if !(*req.TopP > 0 && *req.TopP <= 1) {
-			return nil, httpx.BadRequest("top_p", "must be in (0, 1], got %v", *req.TopP)
+			return p, httpx.BadRequest("top_p", "must be in (0, 1], got %v", *req.TopP)
 		}
 		p.topP = *req.TopP
 	}
 	if req.N != nil {
 		if *req.N < 1 || *req.N > h.cfg.MaxN {
-			return nil, httpx.BadRequest("n", "must be in [1, %d], got %d", h.cfg.MaxN, *req.N)
+			return p, httpx.BadRequest("n", "must be in [1, %d], got %d", h.cfg.MaxN, *req.N)
 		}
 		p.n = *req.N
 	}
@@ -435,22 +446,51 @@ func (h *Handler) parseChat(body []byte, maxResp int) (*chatParams, *httpx.Error
 	perChoice := max(1, h.cfg.MaxRequestTokens/p.n)
 	if mt != nil {
 		if *mt < 1 || *mt > maxResp {
-			return nil, httpx.BadRequest(field, "must be in [1, %d], got %d", maxResp, *mt)
+			return p, httpx.BadRequest(field, "must be in [1, %d], got %d", maxResp, *mt)
 		}
 		if *mt > perChoice {
-			return nil, httpx.BadRequest(field, "n × %s = %d × %d exceeds this server's limit of %d sampled tokens per request", field, p.n, *mt, h.cfg.MaxRequestTokens)
+			return p, httpx.BadRequest(field, "n × %s = %d × %d exceeds this server's limit of %d sampled tokens per request", field, p.n, *mt, h.cfg.MaxRequestTokens)
 		}
 		p.maxTokens = *mt
 	} else {
 		p.maxTokens = min(maxResp, perChoice)
 	}
+	var e *httpx.Error
 	if p.stop, e = parseStop(req.Stop); e != nil {
+		return p, e
+	}
+	p.seed = req.Seed
+	if req.Stream != nil {
+		p.stream = *req.Stream
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage != nil {
+		if !p.stream {
+			return p, httpx.BadRequest("stream_options", "only allowed when stream is true")
+		}
+		p.usage = *req.StreamOptions.IncludeUsage
+	}
+	return p, nil
+}
+
+func (h *Handler) parseChat(body []byte, maxResp int) (*chatParams, *httpx.Error) {
+	var req chatRequestIn
+	if e := httpx.DecodeJSON(body, &req); e != nil {
+		return nil, e
+	}
+	sp, e := h.parseSampling(&req.samplingIn, maxResp)
+	if e != nil {
+		return nil, e
+	}
+	p := &chatParams{sampling: sp}
+	if req.Messages == nil {
+		return nil, httpx.BadRequest("messages", "missing")
+	}
+	if p.msgs, e = parseMessages(*req.Messages); e != nil {
 		return nil, e
 	}
 	if e = parseToolsRequest(&req, p); e != nil {
 		return nil, e
 	}
-	p.seed = req.Seed
 	if req.Logprobs != nil {
 		p.logprobs = *req.Logprobs
 	}
@@ -462,15 +502,6 @@ func (h *Handler) parseChat(body []byte, maxResp int) (*chatParams, *httpx.Error
 			return nil, httpx.BadRequest("top_logprobs", "requires logprobs to be true")
 		}
 		p.topLogprobs = *req.TopLogprobs
-	}
-	if req.Stream != nil {
-		p.stream = *req.Stream
-	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage != nil {
-		if !p.stream {
-			return nil, httpx.BadRequest("stream_options", "only allowed when stream is true")
-		}
-		p.usage = *req.StreamOptions.IncludeUsage
 	}
 	if req.AssistantPrefix != nil {
 		switch {
@@ -522,6 +553,13 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request, resolve func(mode
 	if c.Done != nil {
 		defer c.Done()
 	}
+	release, e := h.admit(r.Context(), c.Client)
+	if e != nil {
+		w.Header().Set("Retry-After", "1")
+		httpx.OpenAIError(w, e)
+		return
+	}
+	defer release()
 	p, e := h.parseChat(body, c.MaxResponseTokens)
 	if e != nil {
 		httpx.OpenAIError(w, e)
@@ -584,50 +622,27 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request, resolve func(mode
 			prompts[i] = append(slices.Clip(prompt), forced...)
 		}
 	}
-	opts := textgen.GenerateOptions{MaxTokens: p.maxTokens - len(forced), Temperature: p.temperature, TopP: p.topP, Seed: rand.Uint64()}
-	if p.seed != nil {
-		opts.Seed = uint64(*p.seed)
-	}
+	top := 0
 	if p.logprobs {
-		opts.TopLogProbs = p.topLogprobs
+		top = p.topLogprobs
 	}
+	opts := p.options(len(forced), top)
 	if len(p.stop) > 0 {
 		opts.Stop = stopFunc(c.Model.TokenBytes, p.n, p.stop)
 	}
 
 	id := "chatcmpl-" + randHex(12)
 	created := time.Now().Unix()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	var cs *chatStream
-	var emit func(textgen.TokenEvent)
+	var f streamFormat
+	spec := streamSpec{n: p.n, stop: p.stop, logprobs: p.logprobs, usage: p.usage}
 	if p.stream {
-		cs = newChatStream(h, c.Model, w, cancel, p, id, created, c.Name)
-		emit = cs.push
-		go cs.run()
-	}
-	gens, err := c.Model.Generate(ctx, prompts, opts, emit)
-	if cs != nil {
-		cs.close() // the writer has drained its queue; w is ours again
-	}
-	if err == nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			// The client went away (or a stream write failed) before the
-			// completion was finished: nothing is recorded.
-			return
+		if p.parseTools() {
+			spec.tools = p.tools
 		}
-		e := generateError(err)
-		if cs != nil && cs.started {
-			cs.sendError(e)
-		} else {
-			if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
-				w.Header().Set("Retry-After", "1")
-			}
-			httpx.OpenAIError(w, e)
-		}
+		f = &chatFormat{m: c.Model, id: id, model: c.Name, created: created, logprobs: p.logprobs}
+	}
+	gens, cs, ok := h.generate(w, r, c.Model, prompts, opts, spec, f)
+	if !ok {
 		return
 	}
 	version := int64(0)
@@ -682,6 +697,46 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request, resolve func(mode
 		Choices: choices, Usage: usage, SystemFingerprint: fingerprint(version)})
 }
 
+// generate runs prompts on m; with a stream format f it streams the tokens
+// through it as they are sampled. It answers a failure itself (an error
+// event when the stream has begun) and returns ok = false; a client gone
+// before the end is not answered.
+func (h *Handler) generate(w http.ResponseWriter, r *http.Request, m Model, prompts [][]int, opts textgen.GenerateOptions, spec streamSpec, f streamFormat) (gens []textgen.Generation, cs *stream, ok bool) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var emit func(textgen.TokenEvent)
+	if f != nil {
+		cs = newStream(h, m, w, cancel, spec, f)
+		emit = cs.push
+		go cs.run()
+	}
+	gens, err := m.Generate(ctx, prompts, opts, emit)
+	if cs != nil {
+		cs.close() // the writer has drained its queue; w is ours again
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		return gens, cs, true
+	}
+	if ctx.Err() != nil {
+		// The client went away (or a stream write failed) before the
+		// completion was finished: nothing is recorded.
+		return nil, nil, false
+	}
+	e := generateError(err)
+	if cs != nil && cs.started {
+		cs.sendError(e)
+	} else {
+		if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		httpx.OpenAIError(w, e)
+	}
+	return nil, nil, false
+}
+
 // generateError is the answer to a failed generation: the engine's load
 // errors are 429/503 with a reason, a request it can never hold is 400,
 // anything else a 500.
@@ -693,6 +748,8 @@ func generateError(err error) *httpx.Error {
 		return &httpx.Error{Status: http.StatusServiceUnavailable, Msg: err.Error(), Code: "engine_busy"}
 	case errors.Is(err, textgen.ErrTooLarge):
 		return &httpx.Error{Status: http.StatusBadRequest, Msg: err.Error(), Code: "request_too_large"}
+	case errors.Is(err, textgen.ErrInvalid):
+		return &httpx.Error{Status: http.StatusBadRequest, Msg: err.Error(), Code: "invalid_request"}
 	}
 	return &httpx.Error{Status: http.StatusInternalServerError, Msg: "generation failed: " + err.Error()}
 }

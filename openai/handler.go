@@ -3,6 +3,9 @@ package openai
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/troupe-ml/troupe/api"
@@ -66,13 +69,33 @@ type Config struct {
 	// OnTokens, when set, receives each completion's prompt and sampled
 	// token counts.
 	OnTokens func(prompt, completion int)
+	// MaxInFlight bounds the completions running at once
+	// (DefaultMaxInFlight); a request beyond it waits up to QueueWait for
+	// one to end, then gets 429 with Retry-After.
+	MaxInFlight int
+	// MaxInFlightPerClient bounds the completions one client
+	// (Call.Client) runs at once (DefaultMaxInFlightPerClient); beyond it
+	// a request gets 429 at once.
+	MaxInFlightPerClient int
+	// QueueWait is how long a request waits for room under MaxInFlight
+	// (DefaultQueueWait).
+	QueueWait time.Duration
+	// MaxStreamBacklog bounds the token events a stream holds for a
+	// client that reads slower than the model samples
+	// (DefaultMaxStreamBacklog); beyond it the stream ends with an error
+	// and the generation stops, so an unread stream cannot pin memory.
+	MaxStreamBacklog int
 }
 
 // Handler defaults.
 const (
-	DefaultMaxN             = 16
-	DefaultMaxRequestTokens = 16384
-	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxN                 = 16
+	DefaultMaxRequestTokens     = 16384
+	DefaultMaxBodyBytes         = 1 << 20
+	DefaultMaxInFlight          = 1024
+	DefaultMaxInFlightPerClient = 256
+	DefaultQueueWait            = 10 * time.Second
+	DefaultMaxStreamBacklog     = 1 << 14
 )
 
 // Handler answers OpenAI chat completions for a host that decides, per
@@ -80,7 +103,11 @@ const (
 // episode's key selects its model and records the completion for
 // training) or a plain inference server (package openai's Server).
 type Handler struct {
-	cfg Config
+	cfg   Config
+	slots chan struct{} // MaxInFlight tokens
+
+	mu        sync.Mutex
+	perClient map[string]int
 }
 
 // NewHandler returns a Handler with cfg's defaults filled in.
@@ -94,7 +121,54 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	return &Handler{cfg: cfg}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxInFlightPerClient <= 0 {
+		cfg.MaxInFlightPerClient = DefaultMaxInFlightPerClient
+	}
+	if cfg.QueueWait <= 0 {
+		cfg.QueueWait = DefaultQueueWait
+	}
+	if cfg.MaxStreamBacklog <= 0 {
+		cfg.MaxStreamBacklog = DefaultMaxStreamBacklog
+	}
+	return &Handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxInFlight), perClient: map[string]int{}}
+}
+
+// admit takes a slot of the request's client and of the handler, waiting
+// up to QueueWait (or the request's end) for the latter; release returns
+// them.
+func (h *Handler) admit(ctx context.Context, client string) (release func(), e *httpx.Error) {
+	h.mu.Lock()
+	if h.perClient[client] >= h.cfg.MaxInFlightPerClient {
+		n := h.perClient[client]
+		h.mu.Unlock()
+		return nil, &httpx.Error{Status: http.StatusTooManyRequests, Code: "client_limit",
+			Msg: fmt.Sprintf("this client has %d completions running, the limit of this server; wait for one to end", n)}
+	}
+	h.perClient[client]++
+	h.mu.Unlock()
+	done := func() {
+		h.mu.Lock()
+		if h.perClient[client]--; h.perClient[client] <= 0 {
+			delete(h.perClient, client)
+		}
+		h.mu.Unlock()
+	}
+	t := time.NewTimer(h.cfg.QueueWait)
+	defer t.Stop()
+	select {
+	case h.slots <- struct{}{}:
+		return func() { <-h.slots; done() }, nil
+	case <-t.C:
+		done()
+		return nil, &httpx.Error{Status: http.StatusTooManyRequests, Code: "server_busy",
+			Msg: fmt.Sprintf("%d completions are running, the limit of this server, and none ended within %s", h.cfg.MaxInFlight, h.cfg.QueueWait)}
+	case <-ctx.Done():
+		done()
+		return nil, &httpx.Error{Status: http.StatusServiceUnavailable, Code: "cancelled", Msg: "the request ended while it waited"}
+	}
 }
 
 // Config returns the handler's configuration with its defaults.
@@ -119,6 +193,9 @@ type Call struct {
 	// Done, when set, is called when the request is over, whatever its
 	// outcome.
 	Done func()
+	// Client names who the request counts against under
+	// Config.MaxInFlightPerClient ("" counts as one client).
+	Client string
 }
 
 // Completion is a finished chat completion as a host records it.

@@ -15,8 +15,8 @@ import (
 	"github.com/troupe-ml/troupe/textgen"
 )
 
-// chatStream writes a streamed chat completion as OpenAI server-sent events
-// while the model samples it.
+// stream writes a streamed completion (chat or text, by its format) as
+// OpenAI server-sent events while the model samples it.
 //
 // The model's goroutine (holding the server's model read lock) only queues
 // TokenEvents (push never blocks); a writer goroutine (run) turns them into
@@ -37,16 +37,14 @@ import (
 // The concatenated deltas therefore equal the non-streamed content for the
 // same seed, and each choice's logprobs entries arrive with the content of
 // their tokens (all of them, stop sequence included, by the finish chunk).
-type chatStream struct {
+type stream struct {
 	h       *Handler
 	m       Model
 	w       http.ResponseWriter
 	fl      http.Flusher
 	cancel  context.CancelFunc
-	p       *chatParams
-	id      string
-	created int64
-	model   string
+	spec    streamSpec
+	f       streamFormat
 	stops   [][]byte
 	maxStop int
 
@@ -76,11 +74,36 @@ type choiceStream struct {
 	toolFound         bool // (requests with tools only)
 }
 
-func newChatStream(h *Handler, m Model, w http.ResponseWriter, cancel context.CancelFunc, p *chatParams, id string, created int64, model string) *chatStream {
-	cs := &chatStream{h: h, m: m, w: w, cancel: cancel, p: p, id: id, created: created, model: model,
-		wake: make(chan struct{}, 1), done: make(chan struct{}), choices: make([]choiceStream, p.n)}
+// streamSpec is what a stream needs of its request.
+type streamSpec struct {
+	n        int        // choices
+	stop     []string   // stop sequences (the text ends before them)
+	logprobs bool       // send log-probabilities with the text
+	usage    bool       // end with a usage chunk
+	tools    []api.Tool // parse tool calls of these tools (chat with tools only)
+}
+
+// streamFormat builds the events of one kind of streamed completion; fp is
+// the system fingerprint of the version sampled.
+type streamFormat interface {
+	// open is the event that begins choice i (nil: none).
+	open(fp string, i int) any
+	// text is the event of a piece of choice i's text, with the
+	// log-probabilities of its tokens [from, to) when asked for; nil when
+	// there is nothing to send.
+	text(fp string, i int, piece string, g *textgen.Generation, from, to int) any
+	// close is the event that ends choice i with its reason; calls are
+	// its tool calls (chat only).
+	close(fp string, i int, calls []api.ToolCall, reason string) []any
+	// usage is the last chunk with the token counts.
+	usage(fp string, u *api.Usage) any
+}
+
+func newStream(h *Handler, m Model, w http.ResponseWriter, cancel context.CancelFunc, spec streamSpec, f streamFormat) *stream {
+	cs := &stream{h: h, m: m, w: w, cancel: cancel, spec: spec, f: f,
+		wake: make(chan struct{}, 1), done: make(chan struct{}), choices: make([]choiceStream, spec.n)}
 	cs.fl, _ = w.(http.Flusher)
-	for _, st := range p.stop {
+	for _, st := range spec.stop {
 		cs.stops = append(cs.stops, []byte(st))
 		cs.maxStop = max(cs.maxStop, len(st))
 	}
@@ -88,8 +111,15 @@ func newChatStream(h *Handler, m Model, w http.ResponseWriter, cancel context.Ca
 }
 
 // push queues one token event; called by the model's goroutine.
-func (cs *chatStream) push(ev textgen.TokenEvent) {
+func (cs *stream) push(ev textgen.TokenEvent) {
 	cs.mu.Lock()
+	if len(cs.queue) >= cs.h.cfg.MaxStreamBacklog {
+		// The client reads far slower than the model samples: stop
+		// generating rather than hold its tokens.
+		cs.mu.Unlock()
+		cs.cancel()
+		return
+	}
 	cs.version = ev.Version // the same for every event of a request
 	cs.queue = append(cs.queue, ev)
 	cs.mu.Unlock()
@@ -100,7 +130,7 @@ func (cs *chatStream) push(ev textgen.TokenEvent) {
 }
 
 // close lets the writer drain what is queued and waits for it to return.
-func (cs *chatStream) close() {
+func (cs *stream) close() {
 	cs.mu.Lock()
 	cs.closed = true
 	cs.mu.Unlock()
@@ -112,7 +142,7 @@ func (cs *chatStream) close() {
 }
 
 // run is the writer goroutine.
-func (cs *chatStream) run() {
+func (cs *stream) run() {
 	defer close(cs.done)
 	var batch []textgen.TokenEvent
 	for {
@@ -136,13 +166,8 @@ func (cs *chatStream) run() {
 	}
 }
 
-func (cs *chatStream) chunk(ch ...api.ChunkChoice) api.ChatChunk {
-	return api.ChatChunk{ID: cs.id, Object: "chat.completion.chunk", Created: cs.created, Model: cs.model,
-		SystemFingerprint: cs.fp, Choices: ch}
-}
-
 // send writes one event and flushes it.
-func (cs *chatStream) send(v any) {
+func (cs *stream) send(v any) {
 	if cs.failed {
 		return
 	}
@@ -176,7 +201,7 @@ func (cs *chatStream) send(v any) {
 }
 
 // token handles one sampled token.
-func (cs *chatStream) token(ev textgen.TokenEvent) {
+func (cs *stream) token(ev textgen.TokenEvent) {
 	if ev.Prompt < 0 || ev.Prompt >= len(cs.choices) {
 		return
 	}
@@ -192,29 +217,19 @@ func (cs *chatStream) token(ev textgen.TokenEvent) {
 	}
 	safe := cs.safeEnd(ch)
 	if safe > ch.emitted {
-		piece := string(ch.text[ch.emitted:safe])
-		c := api.ChunkChoice{Index: i, Delta: api.Delta{Content: &piece}}
-		if cs.p.logprobs {
-			j := ch.lpFrom
-			for j < len(ch.ends) && ch.ends[j] <= safe {
-				j++
-			}
-			c.LogProbs = logprobsObject(cs.m, ch.g, ch.lpFrom, j)
-			ch.lpFrom = j
+		j := ch.lpFrom
+		for j < len(ch.ends) && ch.ends[j] <= safe {
+			j++
 		}
-		cs.send(cs.chunk(c))
-		ch.emitted = safe
+		cs.send(cs.f.text(cs.fp, i, string(ch.text[ch.emitted:safe]), &ch.g, ch.lpFrom, j))
+		ch.lpFrom, ch.emitted = j, safe
 	}
 }
 
 // add appends a token to choice i, sending its role chunk first.
-func (cs *chatStream) add(i int, ev textgen.TokenEvent) {
+func (cs *stream) add(i int, ev textgen.TokenEvent) {
 	ch := &cs.choices[i]
-	if !ch.started {
-		empty := ""
-		cs.send(cs.chunk(api.ChunkChoice{Index: i, Delta: api.Delta{Role: "assistant", Content: &empty}}))
-		ch.started = true
-	}
+	cs.begin(i)
 	ch.g.Tokens = append(ch.g.Tokens, ev.Token)
 	ch.g.LogProbs = append(ch.g.LogProbs, ev.LogProb)
 	ch.g.TopLogProbs = append(ch.g.TopLogProbs, ev.TopLogProbs)
@@ -224,7 +239,7 @@ func (cs *chatStream) add(i int, ev textgen.TokenEvent) {
 
 // safeEnd is how far the choice's text is final: before any suffix that
 // could begin a stop sequence, and at a character boundary.
-func (cs *chatStream) safeEnd(ch *choiceStream) int {
+func (cs *stream) safeEnd(ch *choiceStream) int {
 	b := ch.text
 	limit := len(b)
 	for k := max(ch.emitted, len(b)-cs.maxStop+1); k < len(b); k++ {
@@ -233,7 +248,7 @@ func (cs *chatStream) safeEnd(ch *choiceStream) int {
 			break
 		}
 	}
-	if cs.p.parseTools() {
+	if len(cs.spec.tools) > 0 {
 		limit = min(limit, cs.toolSafeEnd(ch))
 	}
 	i := ch.emitted
@@ -251,7 +266,7 @@ func (cs *chatStream) safeEnd(ch *choiceStream) int {
 // <tool_call> (or what may begin one at the end) and everything after it
 // wait for the finish, which parses the calls, and so does white space
 // before it, which the message content leaves out when calls follow.
-func (cs *chatStream) toolSafeEnd(ch *choiceStream) int {
+func (cs *stream) toolSafeEnd(ch *choiceStream) int {
 	b := ch.text
 	if !ch.toolFound {
 		if k := bytes.Index(b[ch.emitted:], []byte(toolCallOpen)); k >= 0 {
@@ -276,7 +291,7 @@ func (cs *chatStream) toolSafeEnd(ch *choiceStream) int {
 }
 
 // stopPrefix says whether x is a proper prefix of a stop sequence.
-func (cs *chatStream) stopPrefix(x []byte) bool {
+func (cs *stream) stopPrefix(x []byte) bool {
 	for _, st := range cs.stops {
 		if len(x) < len(st) && bytes.HasPrefix(st, x) {
 			return true
@@ -285,22 +300,28 @@ func (cs *chatStream) stopPrefix(x []byte) bool {
 	return false
 }
 
-// finishChoice sends the rest of choice i's content (cut before a stop
-// sequence), its remaining logprobs and its finish chunk.
-func (cs *chatStream) finishChoice(i int, reason string) {
-	ch := &cs.choices[i]
-	if !ch.started {
-		empty := ""
-		cs.send(cs.chunk(api.ChunkChoice{Index: i, Delta: api.Delta{Role: "assistant", Content: &empty}}))
+// begin sends the event that opens choice i, once.
+func (cs *stream) begin(i int) {
+	if ch := &cs.choices[i]; !ch.started {
 		ch.started = true
+		if ev := cs.f.open(cs.fp, i); ev != nil {
+			cs.send(ev)
+		}
 	}
-	content, cut := stopContent(ch.text, cs.p.stop)
+}
+
+// finishChoice sends the rest of choice i's content (cut before a stop
+// sequence), its remaining logprobs and its finish event.
+func (cs *stream) finishChoice(i int, reason string) {
+	ch := &cs.choices[i]
+	cs.begin(i)
+	content, cut := stopContent(ch.text, cs.spec.stop)
 	if cut {
 		reason = "stop"
 	}
 	var calls []api.ToolCall
-	if cs.p.parseTools() {
-		if text, cc, ok := parseToolCalls(content, cs.p.tools); ok {
+	if len(cs.spec.tools) > 0 {
+		if text, cc, ok := parseToolCalls(content, cs.spec.tools); ok {
 			content, calls, reason = text, cc, "tool_calls"
 		}
 	}
@@ -308,26 +329,20 @@ func (cs *chatStream) finishChoice(i int, reason string) {
 	if ch.emitted < len(content) {
 		rest = content[ch.emitted:]
 	}
-	c := api.ChunkChoice{Index: i, Delta: api.Delta{Content: &rest}}
-	if cs.p.logprobs {
-		c.LogProbs = logprobsObject(cs.m, ch.g, ch.lpFrom, len(ch.g.Tokens))
-		ch.lpFrom = len(ch.g.Tokens)
+	if ev := cs.f.text(cs.fp, i, rest, &ch.g, ch.lpFrom, len(ch.g.Tokens)); ev != nil {
+		cs.send(ev)
 	}
-	if rest != "" || (c.LogProbs != nil && len(c.LogProbs.Content) > 0) {
-		cs.send(cs.chunk(c))
+	ch.lpFrom, ch.emitted = len(ch.g.Tokens), len(content)
+	for _, ev := range cs.f.close(cs.fp, i, calls, reason) {
+		cs.send(ev)
 	}
-	ch.emitted = len(content)
-	if len(calls) > 0 {
-		cs.send(cs.chunk(api.ChunkChoice{Index: i, Delta: api.Delta{ToolCalls: indexCalls(calls, true)}}))
-	}
-	cs.send(cs.chunk(api.ChunkChoice{Index: i, Delta: api.Delta{}, FinishReason: &reason}))
 	ch.finished = true
 }
 
 // finish completes the stream after the completion was recorded: choices
 // whose events did not end them are completed from gens, then the usage
 // chunk (stream_options.include_usage) and [DONE] follow.
-func (cs *chatStream) finish(gens []textgen.Generation, usage *api.Usage) {
+func (cs *stream) finish(gens []textgen.Generation, usage *api.Usage) {
 	for i := range cs.choices {
 		if i >= len(gens) || cs.choices[i].finished {
 			continue
@@ -349,11 +364,8 @@ func (cs *chatStream) finish(gens []textgen.Generation, usage *api.Usage) {
 		}
 		cs.finishChoice(i, reason)
 	}
-	if cs.p.usage {
-		c := cs.chunk()
-		c.Choices = []api.ChunkChoice{}
-		c.Usage = usage
-		cs.send(c)
+	if cs.spec.usage {
+		cs.send(cs.f.usage(cs.fp, usage))
 	}
 	if cs.failed {
 		return
@@ -366,10 +378,53 @@ func (cs *chatStream) finish(gens []textgen.Generation, usage *api.Usage) {
 
 // sendError ends a stream that has begun with an OpenAI error event (the
 // official SDKs raise it); no [DONE] follows.
-func (cs *chatStream) sendError(e *httpx.Error) {
+func (cs *stream) sendError(e *httpx.Error) {
 	typ := "server_error"
 	if e.Status < 500 {
 		typ = "invalid_request_error"
 	}
 	cs.send(map[string]any{"error": map[string]any{"message": e.Msg, "type": typ, "code": e.Code, "param": nil}})
+}
+
+// chatFormat streams chat.completion.chunk events.
+type chatFormat struct {
+	m         Model
+	id, model string
+	created   int64
+	logprobs  bool
+}
+
+func (f *chatFormat) chunk(fp string, ch ...api.ChunkChoice) api.ChatChunk {
+	return api.ChatChunk{ID: f.id, Object: "chat.completion.chunk", Created: f.created, Model: f.model,
+		SystemFingerprint: fp, Choices: ch}
+}
+
+func (f *chatFormat) open(fp string, i int) any {
+	empty := ""
+	return f.chunk(fp, api.ChunkChoice{Index: i, Delta: api.Delta{Role: "assistant", Content: &empty}})
+}
+
+func (f *chatFormat) text(fp string, i int, piece string, g *textgen.Generation, from, to int) any {
+	c := api.ChunkChoice{Index: i, Delta: api.Delta{Content: &piece}}
+	if f.logprobs {
+		c.LogProbs = logprobsObject(f.m, *g, from, to)
+	}
+	if piece == "" && (c.LogProbs == nil || len(c.LogProbs.Content) == 0) {
+		return nil
+	}
+	return f.chunk(fp, c)
+}
+
+func (f *chatFormat) close(fp string, i int, calls []api.ToolCall, reason string) []any {
+	var out []any
+	if len(calls) > 0 {
+		out = append(out, f.chunk(fp, api.ChunkChoice{Index: i, Delta: api.Delta{ToolCalls: indexCalls(calls, true)}}))
+	}
+	return append(out, f.chunk(fp, api.ChunkChoice{Index: i, Delta: api.Delta{}, FinishReason: &reason}))
+}
+
+func (f *chatFormat) usage(fp string, u *api.Usage) any {
+	c := f.chunk(fp)
+	c.Choices, c.Usage = []api.ChunkChoice{}, u
+	return c
 }

@@ -56,7 +56,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			ep.lastActive = time.Now()
 		}
 	}
-	call := &openai.Call{Model: s.model, Name: s.model.Name(), MaxPromptTokens: tc.MaxPromptTokens, MaxResponseTokens: tc.MaxResponseTokens, Done: done,
+	call := &openai.Call{Model: s.model, Name: s.model.Name(), Client: ep.client, MaxPromptTokens: tc.MaxPromptTokens, MaxResponseTokens: tc.MaxResponseTokens, Done: done,
 		Reserve: func(n int) *httpx.Error {
 			s.mu.Lock()
 			defer s.mu.Unlock()

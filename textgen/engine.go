@@ -11,10 +11,13 @@ import (
 	"time"
 )
 
-// Errors of Engine.Generate that a server answers without blaming the
-// request's content: ErrQueueFull and ErrBusy are load (429/503 with
-// Retry-After), ErrTooLarge is a request no budget can hold (400).
+// Errors of Engine.Generate and Generate that a server maps to answers:
+// ErrInvalid wraps what is wrong with a request (a prompt too long for the
+// context, a token outside the vocabulary, bad options: 400);
+// ErrQueueFull and ErrBusy are load (429/503 with Retry-After); ErrTooLarge
+// is a request no budget can hold (400).
 var (
+	ErrInvalid   = errors.New("textgen: invalid request")
 	ErrQueueFull = errors.New("textgen: the engine's request queue is full")
 	ErrBusy      = errors.New("textgen: the request waited too long for room in the engine")
 	ErrTooLarge  = errors.New("textgen: the request needs more than the engine can hold")
@@ -309,25 +312,25 @@ func Generate(ctx context.Context, dec Decoder, prompts [][]int, opts GenerateOp
 // newRequest validates req and lays out its sequences.
 func (e *Engine) newRequest(ctx context.Context, req Request) (*request, error) {
 	if len(req.Prompts) == 0 {
-		return nil, errors.New("textgen: a request needs at least one prompt")
+		return nil, fmt.Errorf("%w: a request needs at least one prompt", ErrInvalid)
 	}
 	vocab, maxLen := e.dec.Vocab(), e.dec.MaxLen()
 	opts, err := req.Options.Validate(vocab)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	r := &request{ctx: ctx, req: req, opts: opts, submitted: time.Now(), out: make([]Generation, len(req.Prompts))}
 	r.seqs = make([]*seq, len(req.Prompts))
 	for i, p := range req.Prompts {
 		if len(p) == 0 {
-			return nil, fmt.Errorf("textgen: prompt %d is empty", i)
+			return nil, fmt.Errorf("%w: prompt %d is empty", ErrInvalid, i)
 		}
 		if len(p) >= maxLen {
-			return nil, fmt.Errorf("textgen: prompt %d has %d tokens, the model's context is %d", i, len(p), maxLen)
+			return nil, fmt.Errorf("%w: prompt %d has %d tokens, the model's context is %d", ErrInvalid, i, len(p), maxLen)
 		}
 		for _, t := range p {
 			if t < 0 || t >= vocab {
-				return nil, fmt.Errorf("textgen: prompt %d: token %d outside the vocabulary [0,%d)", i, t, vocab)
+				return nil, fmt.Errorf("%w: prompt %d: token %d outside the vocabulary [0,%d)", ErrInvalid, i, t, vocab)
 			}
 		}
 		s := &seq{r: r, i: i, prompt: p, cap: min(len(p)+opts.MaxTokens, maxLen), rng: rand.New(rand.NewPCG(opts.Seed, uint64(i)))}

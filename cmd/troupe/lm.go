@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
+	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/safetensors"
 	"github.com/troupe-ml/troupe/swarm"
 	"github.com/troupe-ml/troupe/swarm/hfmodel"
@@ -388,6 +390,15 @@ type hfServeOptions struct {
 	modelDir, lora, agents string
 	lc                     hf.LoRAConfig
 	lr                     float64
+	engine                 engineFlags
+	openaiPort             int
+	apiKey                 string
+
+	// set by models
+	base    *hf.Model
+	tok     *hf.Tokenizer
+	eng     *textgen.Engine
+	metrics *openai.EngineMetrics
 }
 
 func (o *hfServeOptions) flags(fs *flag.FlagSet) {
@@ -398,6 +409,8 @@ func (o *hfServeOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.lc.Rank, "lora-rank", def.Rank, "with --model-dir: rank of new LoRA adapters")
 	fs.Float64Var(&o.lc.Alpha, "lora-alpha", 0, "with --model-dir: alpha of new LoRA adapters (default twice the rank)")
 	fs.Float64Var(&o.lr, "lr", hfmodel.DefaultLR, "with --model-dir: AdamW learning rate of the adapters")
+	o.engine.register(fs)
+	fs.IntVar(&o.openaiPort, "openai-port", 0, "with --model-dir: also serve the base and every agent's current adapter as a plain OpenAI API on this port (troupe serve's API, the same engine, nothing recorded); its key is TROUPE_API_KEY")
 }
 
 // models loads the base and its tokenizer once and returns a constructor
@@ -431,10 +444,15 @@ func (o *hfServeOptions) models() (func(string) (swarm.Model, error), func() err
 		base.Close()
 		return nil, nil, err
 	}
+	o.base, o.tok = base, tok
+	o.metrics = openai.NewEngineMetrics(filepath.Base(filepath.Clean(o.modelDir)))
+	ecfg := o.engine.config()
+	o.metrics.Hooks(&ecfg)
+	o.eng = hfmodel.NewEngine(base, ecfg)
 	mk := func(agent string) (swarm.Model, error) {
 		lc := o.lc
 		lc.Seed = uint64(index[agent] + 1)
-		cfg := hfmodel.Config{Name: agent, Base: base, Tokenizer: tok, LR: o.lr, LoRAConfig: lc}
+		cfg := hfmodel.Config{Name: agent, Base: base, Tokenizer: tok, LR: o.lr, LoRAConfig: lc, Engine: o.eng}
 		if len(loras) > 0 {
 			dir := loras[0]
 			if len(loras) > 1 {
@@ -449,5 +467,29 @@ func (o *hfServeOptions) models() (func(string) (swarm.Model, error), func() err
 		m, _, err := hfmodel.New(cfg)
 		return m, err
 	}
-	return mk, base.Close, nil
+	return mk, func() error { o.eng.Close(); return base.Close() }, nil
+}
+
+// openaiServer serves the base and every agent's model (its current
+// adapter) as a plain OpenAI API over the agents' engine.
+func (o *hfServeOptions) openaiServer(specs []spec, servers []*swarm.Server, log *slog.Logger) (*openai.Server, error) {
+	key := o.apiKey
+	if key == "" {
+		key = strings.TrimSpace(os.Getenv("TROUPE_API_KEY"))
+	}
+	name := filepath.Base(filepath.Clean(o.modelDir))
+	base, err := hfmodel.NewInference(name, o.base, o.tok, o.eng, nil)
+	if err != nil {
+		return nil, err
+	}
+	maxLen := min(o.base.Config.MaxPos, hfmodel.DefaultMaxLen)
+	models := []openai.ServedModel{{Name: name, Model: base, MaxLen: maxLen}}
+	for i, sp := range specs {
+		models = append(models, openai.ServedModel{Name: sp.model, Parent: name, Model: servers[i].Model(), MaxLen: maxLen})
+	}
+	srv, err := openai.NewServer(openai.ServerConfig{APIKey: key, Logger: log}, models...)
+	if err != nil {
+		return nil, err
+	}
+	return srv, o.metrics.Register(srv.Registry(), o.eng, name)
 }

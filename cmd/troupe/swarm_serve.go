@@ -28,6 +28,7 @@ var swarmServeCommand = command{
 	setup:   swarmServeSetup,
 	groups: []flagGroup{
 		{"Model", []string{"model", "multi", "model-dir", "agents", "lora", "lora-rank", "lora-alpha", "lr"}},
+		{"Engine (--model-dir)", []string{"max-num-seqs", "max-num-batched-tokens", "kv-cache-gib", "max-queue", "openai-port"}},
 		{"Training", []string{"config", "batch-size", "num-repeat", "max-staleness", "checkpoint-dir", "checkpoint-every", "autostart"}},
 		{"Limits", []string{"max-body-bytes", "max-request-tokens", "max-episode-tokens", "max-open-per-client", "max-open-per-address",
 			"max-discard-timeout", "max-abs-reward", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout"}},
@@ -128,8 +129,15 @@ func (o *swarmServe) run(cio cmdIO, fs *flag.FlagSet) error {
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, len(specs)+1)
-	doors, err := openDoors(o.host, portsOf(specs), o.cfg.Timeouts, log, errc)
+	ports := portsOf(specs)
+	if o.hf.openaiPort > 0 {
+		if o.hf.modelDir == "" {
+			return fmt.Errorf("--openai-port needs --model-dir")
+		}
+		ports = append(ports, o.hf.openaiPort)
+	}
+	errc := make(chan error, len(ports))
+	doors, err := openDoors(o.host, ports, o.cfg.Timeouts, log, errc)
 	if err != nil {
 		return err
 	}
@@ -165,6 +173,9 @@ func (o *swarmServe) run(cio cmdIO, fs *flag.FlagSet) error {
 	if servers, err = o.servers(specs, doors, mk, b, log); err != nil {
 		return err
 	}
+	if err := o.serveOpenAI(specs, servers, doors, log); err != nil {
+		return err
+	}
 	runErr := waitSignal(log, errc)
 	done = true
 	closers := make([]func(), len(servers))
@@ -180,6 +191,21 @@ func (o *swarmServe) run(cio cmdIO, fs *flag.FlagSet) error {
 		b.Close() // after the servers: their final checkpoints acknowledge episodes
 	}
 	return runErr
+}
+
+// serveOpenAI gives the --openai-port door the plain OpenAI API of the
+// base and the agents, when asked for.
+func (o *swarmServe) serveOpenAI(specs []spec, servers []*swarm.Server, doors []*door, log *slog.Logger) error {
+	if o.hf.openaiPort == 0 {
+		return nil
+	}
+	srv, err := o.hf.openaiServer(specs, servers, log)
+	if err != nil {
+		return err
+	}
+	doors[len(specs)].set(srv.Handler())
+	log.Info("openai api listening", "addr", doors[len(specs)].ln.Addr().String(), "models", len(specs)+1)
+	return nil
 }
 
 // resolve applies the config file, builds the training config and checks
@@ -297,6 +323,11 @@ func (o *swarmServe) servers(specs []spec, doors []*door, mk func(string) (swarm
 			return servers, err
 		}
 		servers = append(servers, s)
+		if o.hf.eng != nil {
+			if err := o.hf.metrics.Register(s.Registry(), o.hf.eng, filepath.Base(filepath.Clean(o.hf.modelDir))); err != nil {
+				return servers, err
+			}
+		}
 		if o.autostart {
 			if err := s.Start(); err != nil {
 				return servers, err

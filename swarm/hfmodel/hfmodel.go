@@ -257,3 +257,43 @@ func New(cfg Config) (*adapter.Adapter, *policies.LoRA, error) {
 func NewEngine(base *hf.Model, cfg textgen.EngineConfig) *textgen.Engine {
 	return textgen.NewEngine(base.Decoder(), cfg)
 }
+
+// Inference is a pretrained model served for inference only: its chat
+// template, and generation with a fixed adapter (or none) through the
+// base's engine. It implements openai.Model and openai.TextEncoder.
+type Inference struct {
+	Chat
+	name    string
+	maxLen  int
+	sampler *Sampler
+}
+
+var (
+	_ openai.Model       = (*Inference)(nil)
+	_ openai.TextEncoder = (*Inference)(nil)
+)
+
+// NewInference serves base with adapter ad (nil: the base alone) under
+// name, generating through engine (nil: one request at a time).
+func NewInference(name string, base *hf.Model, tok *hf.Tokenizer, engine *textgen.Engine, ad *hf.LoRA) (*Inference, error) {
+	if !tok.HasChatTemplate() {
+		return nil, fmt.Errorf("hfmodel: %q: the tokenizer has no chat_template", name)
+	}
+	if v := tok.VocabSize(); v > base.Config.Vocab {
+		return nil, fmt.Errorf("hfmodel: %q: the tokenizer has %d tokens, the model's vocabulary only %d", name, v, base.Config.Vocab)
+	}
+	s := &Sampler{Base: base, Engine: engine, StopTokens: tok.StopTokens()}
+	s.Publish(ad, 0)
+	return &Inference{Chat: Chat{Tok: tok}, name: name, maxLen: base.Config.MaxPos, sampler: s}, nil
+}
+
+// Name implements openai.Model.
+func (m *Inference) Name() string { return m.name }
+
+// MaxLen is the model's context length.
+func (m *Inference) MaxLen() int { return m.maxLen }
+
+// Generate implements openai.Model.
+func (m *Inference) Generate(ctx context.Context, prompts [][]int, opts textgen.GenerateOptions, emit func(textgen.TokenEvent)) ([]textgen.Generation, error) {
+	return m.sampler.Generate(ctx, prompts, opts, emit)
+}
