@@ -16,7 +16,6 @@ import (
 type EngineMetrics struct {
 	batch, ttft, stepSeconds prometheus.Histogram
 	adapters                 prometheus.Histogram
-	engine                   *textgen.Engine
 	gauges                   []prometheus.Collector
 }
 
