@@ -49,13 +49,20 @@ func oneThread(b *testing.B) {
 
 // BenchmarkHFDecode: a 32-token prompt per request, then 32 greedy tokens
 // with the key/value cache; tokens/s counts the generated tokens of the
-// whole batch over the whole time, prefill included.
+// whole batch over the whole time, prefill included. threads=2 runs the
+// same on two threads (tensor.SetThreads).
 func BenchmarkHFDecode(b *testing.B) {
 	for _, shape := range []string{"qwen2-0.5b"} {
-		for _, batch := range []int{1, 8} {
-			b.Run(shape+"/batch="+strconv.Itoa(batch), func(b *testing.B) {
+		for _, c := range []struct{ batch, threads int }{{1, 1}, {8, 1}, {1, 2}, {8, 2}} {
+			batch := c.batch
+			name := shape + "/batch=" + strconv.Itoa(batch)
+			if c.threads > 1 {
+				name += "/threads=" + strconv.Itoa(c.threads)
+			}
+			b.Run(name, func(b *testing.B) {
 				m := hfModel(b, shape)
-				oneThread(b)
+				prev := kern.SetThreads(c.threads)
+				b.Cleanup(func() { kern.SetThreads(prev) })
 				rng := rand.New(rand.NewPCG(1, 2))
 				prompts := make([][]int, batch)
 				for i := range prompts {
@@ -78,6 +85,56 @@ func BenchmarkHFDecode(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkHFPrefill: the forward pass of 8 prompts of 128 tokens (the
+// prefill of a batch), logits of their last positions included, on one and
+// two threads.
+func BenchmarkHFPrefill(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run("qwen2-0.5b/batch=8/threads="+strconv.Itoa(threads), func(b *testing.B) {
+			m := hfModel(b, "qwen2-0.5b")
+			prev := kern.SetThreads(threads)
+			b.Cleanup(func() { kern.SetThreads(prev) })
+			dec := m.Decoder()
+			rng := rand.New(rand.NewPCG(5, 6))
+			batch := make([]textgen.Input, 8)
+			for i := range batch {
+				for j := 0; j < 128; j++ {
+					batch[i].Tokens = append(batch[i].Tokens, rng.IntN(m.Config.Vocab))
+				}
+				batch[i].Logits = true
+			}
+			logp := make([]float32, 8*m.Config.Vocab)
+			b.ResetTimer()
+			for range b.N {
+				for i := range batch {
+					batch[i].Cache = dec.NewCache(128)
+				}
+				if err := dec.Step(batch, logp); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(8*128*b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+// BenchmarkMemoryBandwidth: copying 512 MiB (runtime memmove), bytes read
+// plus written per second, one thread: the machine's memory bandwidth, the
+// ceiling of batch-1 decoding, which reads every weight once per token.
+func BenchmarkMemoryBandwidth(b *testing.B) {
+	const n = 512 << 20
+	src, dst := make([]byte, n), make([]byte, n)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	copy(dst, src)
+	b.ResetTimer()
+	for range b.N {
+		copy(dst, src)
+	}
+	b.ReportMetric(float64(2*n*b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
 
 // BenchmarkHFLoRAStep: one supervised step of a rank-16 LoRA (alpha 32) on

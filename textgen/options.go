@@ -5,6 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"sync"
+
+	"github.com/troupe-ml/troupe/tensor"
 )
 
 // GenerateOptions controls sampling. The zero value is greedy decoding
@@ -229,31 +232,41 @@ func SampleToken(logp []float32, o GenerateOptions, rng *rand.Rand) int {
 	return idx[len(idx)-1]
 }
 
-// SampleTokenOnePass draws from the same distribution as SampleToken in one
-// pass over the vocabulary when neither top-k nor top-p truncates it, so a
-// 150,000-token vocabulary costs no sort per sampled token; with truncation
-// it is SampleToken. The token a given random number selects differs from
-// SampleToken's (the cumulative sum runs in token order, not in order of
-// probability).
+// SampleTokenOnePass draws from the same distribution as SampleToken
+// without sorting when neither top-k nor top-p truncates it, so a
+// 150,000-token vocabulary costs one vectorised softmax per sampled token;
+// with truncation it is SampleToken. The token a given random number
+// selects differs from SampleToken's (the cumulative sum runs in token
+// order, not in order of probability).
 func SampleTokenOnePass(logp []float32, o GenerateOptions, rng *rand.Rand) int {
 	if o.Temperature == 0 || (o.TopK > 0 && o.TopK < len(logp)) || (o.TopP > 0 && o.TopP < 1) {
 		return SampleToken(logp, o, rng)
 	}
-	mx := float64(logp[0])
-	for _, v := range logp {
-		mx = max(mx, float64(v))
+	bp := probPool.Get().(*[]float32)
+	defer probPool.Put(bp)
+	if cap(*bp) < len(logp) {
+		*bp = make([]float32, len(logp))
+	}
+	p := (*bp)[:len(logp)]
+	if o.Temperature == 1 {
+		tensor.SoftmaxRows(p, logp, 1, len(p))
+	} else {
+		tensor.VecMulScalar(p, logp, float32(1/o.Temperature))
+		tensor.SoftmaxRows(p, p, 1, len(p))
 	}
 	var z float64
-	for _, v := range logp {
-		z += math.Exp((float64(v) - mx) / o.Temperature)
+	for _, v := range p {
+		z += float64(v)
 	}
 	u := rng.Float64() * z
 	var c float64
-	for i, v := range logp {
-		c += math.Exp((float64(v) - mx) / o.Temperature)
+	for i, v := range p {
+		c += float64(v)
 		if u < c {
 			return i
 		}
 	}
-	return len(logp) - 1
+	return len(p) - 1
 }
+
+var probPool = sync.Pool{New: func() any { return new([]float32) }}
