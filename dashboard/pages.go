@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -32,6 +33,10 @@ type runView struct {
 	Sections       []sectionView
 	Error          string
 	Now            time.Time
+	// Servers lists the swarm servers (Config.Servers); ServersError says
+	// why they could not be read.
+	Servers      []ServerInfo
+	ServersError string
 }
 
 type sectionView struct {
@@ -66,6 +71,7 @@ func (s *Server) view(rn *run) runView {
 	v := runView{Title: s.cfg.Title, ID: rn.id, Dir: info.Dir, Base: base,
 		Events: "/api/run/" + url.PathEscape(rn.id) + "/events",
 		Rev:    info.Rev, Step: info.Step, Agents: agents, Error: info.Error, Now: time.Now()}
+	v.Servers, v.ServersError = s.servers()
 	if v.Dir != "." {
 		v.Title += " / " + v.Dir
 	}
@@ -153,4 +159,30 @@ func (s *Server) stepFragment(w http.ResponseWriter, r *http.Request) {
 	if d, ok := s.stepDetail(w, r); ok {
 		s.render(w, "step", d)
 	}
+}
+
+// servers reads Config.Servers, bounded by two seconds.
+func (s *Server) servers() ([]ServerInfo, string) {
+	if s.cfg.Servers == nil {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+	defer cancel()
+	list, err := s.cfg.Servers(ctx)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return list, ""
+}
+
+func (s *Server) apiServers(w http.ResponseWriter, r *http.Request) {
+	list, errMsg := s.servers()
+	if errMsg != "" {
+		http.Error(w, errMsg, http.StatusBadGateway)
+		return
+	}
+	if list == nil {
+		list = []ServerInfo{}
+	}
+	writeJSON(w, list)
 }

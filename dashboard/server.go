@@ -45,6 +45,21 @@ type Config struct {
 	// MaxPoints caps the points drawn per series (default
 	// DefaultMaxPoints).
 	MaxPoints int
+	// Servers, when set, lists the swarm servers a run's agents are
+	// served by (troupe dashboard --nats reads them from the registry);
+	// the pages show them with the live charts and /api/servers serves
+	// them as JSON.
+	Servers func(ctx context.Context) ([]ServerInfo, error)
+}
+
+// ServerInfo is one swarm server as the dashboard lists it.
+type ServerInfo struct {
+	Model        string    `json:"model"`
+	URL          string    `json:"url"`
+	Role         string    `json:"role"`
+	GlobalStep   int64     `json:"global_step"`
+	OpenEpisodes int       `json:"open_episodes"`
+	Updated      time.Time `json:"updated"`
 }
 
 // Server serves the dashboard of a run directory. It only reads the
@@ -122,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 	m.HandleFunc("GET /run/{id}/charts", s.chartsFragment)
 	m.HandleFunc("GET /run/{id}/agent/{agent}/step/{step}", s.stepFragment)
 	m.HandleFunc("GET /api/runs", s.apiRuns)
+	m.HandleFunc("GET /api/servers", s.apiServers)
 	m.HandleFunc("GET /api/run/{id}/steps", s.apiSteps)
 	m.HandleFunc("GET /api/run/{id}/agent/{agent}/step/{step}", s.apiStep)
 	m.HandleFunc("GET /api/run/{id}/events", s.events)

@@ -47,9 +47,18 @@ func (d *door) set(h http.Handler) { d.h.Store(&h) }
 // instead of a refused connection while they do. Serving errors go to
 // errc.
 func openDoors(host string, ports []int, t httpx.Timeouts, log *slog.Logger, errc chan<- error) ([]*door, error) {
+	addrs := make([]string, len(ports))
+	for i, p := range ports {
+		addrs[i] = net.JoinHostPort(host, strconv.Itoa(p))
+	}
+	return openDoorsAt(addrs, t, log, errc)
+}
+
+// openDoorsAt is openDoors on listen addresses (host:port).
+func openDoorsAt(addrs []string, t httpx.Timeouts, log *slog.Logger, errc chan<- error) ([]*door, error) {
 	var doors []*door
-	for _, p := range ports {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
 		if err != nil {
 			closeDoors(doors)
 			return nil, err

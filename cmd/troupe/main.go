@@ -20,6 +20,7 @@ var commands = []command{
 		{name: "frontends", summary: "list the servers registered on a NATS (model, URL, role, step)", setup: frontendsCmd},
 	}},
 	serveCommand,
+	dashboardCommand,
 	{name: "lm", summary: "pretrained Hugging Face models: logprobs, tokenize, render, generate, init, export", sub: lmCommands},
 	{name: "nats", summary: "a NATS server with JetStream for several processes or machines (the one troupe embeds)", setup: natsCmd},
 	{name: "version", summary: "print the version", setup: versionCmd},

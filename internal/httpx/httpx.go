@@ -185,22 +185,20 @@ type Timeouts struct {
 // configured otherwise.
 var DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 60 * time.Second, Idle: 120 * time.Second}
 
-// WithDefaults fills zero timeouts from DefaultTimeouts.
+// WithDefaults fills zero timeouts from DefaultTimeouts; a negative one
+// means none (a server of long-lived event streams).
 func (t Timeouts) WithDefaults() Timeouts {
+	pick := func(v, d time.Duration) time.Duration {
+		switch {
+		case v > 0:
+			return v
+		case v < 0:
+			return 0
+		}
+		return d
+	}
 	d := DefaultTimeouts
-	if t.ReadHeader > 0 {
-		d.ReadHeader = t.ReadHeader
-	}
-	if t.Read > 0 {
-		d.Read = t.Read
-	}
-	if t.Write > 0 {
-		d.Write = t.Write
-	}
-	if t.Idle > 0 {
-		d.Idle = t.Idle
-	}
-	return d
+	return Timeouts{ReadHeader: pick(t.ReadHeader, d.ReadHeader), Read: pick(t.Read, d.Read), Write: pick(t.Write, d.Write), Idle: pick(t.Idle, d.Idle)}
 }
 
 // NewServer returns an http.Server for h with timeouts t (zero fields:
