@@ -60,13 +60,37 @@ func loadModel(dir, lora string) (*hf.Model, *hf.LoRA, error) {
 	if lora == "" {
 		return m, nil, nil
 	}
-	ad, err := hf.LoadLoRA(m, lora)
+	ad, err := loadLoRA(m, lora)
 	if err != nil {
 		m.Close()
 		return nil, nil, err
 	}
 	return m, ad, nil
 }
+
+// loadLoRA reads the adapter at path: a PEFT adapter directory, or a
+// swarm run directory (an agent's --checkpoint-dir), whose adapter/ the
+// server rewrites with every checkpoint; a run directory from before the
+// server wrote adapter/ is read from its checkpoint.
+func loadLoRA(base *hf.Model, path string) (*hf.LoRA, error) {
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	switch {
+	case exists(filepath.Join(path, "adapter_config.json")):
+		return hf.LoadLoRA(base, path)
+	case exists(filepath.Join(path, runAdapterDir, "adapter_config.json")):
+		return hf.LoadLoRA(base, filepath.Join(path, runAdapterDir))
+	case exists(filepath.Join(path, swarm.CheckpointFile)):
+		ad, _, err := hfmodel.LoadCheckpoint(base, filepath.Join(path, swarm.CheckpointFile))
+		return ad, err
+	}
+	return nil, fmt.Errorf("%s is neither a PEFT adapter directory (adapter_config.json) nor a swarm run directory (%s/ or %s)", path, runAdapterDir, swarm.CheckpointFile)
+}
+
+const loraHelp = "LoRA adapter: a PEFT adapter directory, or an agent's swarm run directory"
+
+// runAdapterDir is where, in an agent's run directory, swarm serve
+// --model-dir writes the agent's adapter in PEFT's layout.
+const runAdapterDir = "adapter"
 
 func parseIDs(s string) ([]int, error) {
 	var ids []int
@@ -83,7 +107,7 @@ func parseIDs(s string) ([]int, error) {
 func lmLogprobs(fs *flag.FlagSet) func(cmdIO, []string) error {
 	dir, check := modelDirFlag(fs)
 	idsFlag := fs.String("ids", "", "comma-separated token ids (at least two)")
-	lora := fs.String("lora", "", "PEFT LoRA adapter directory to apply")
+	lora := fs.String("lora", "", loraHelp)
 	return func(cio cmdIO, _ []string) error { return logprobs(cio.stdout, check, *dir, *idsFlag, *lora) }
 }
 
@@ -255,7 +279,7 @@ type generateOptions struct {
 func lmGenerate(fs *flag.FlagSet) func(cmdIO, []string) error {
 	o := &generateOptions{}
 	dir, check := modelDirFlag(fs)
-	fs.StringVar(&o.lora, "lora", "", "PEFT LoRA adapter directory to apply (or a swarm run directory holding one)")
+	fs.StringVar(&o.lora, "lora", "", loraHelp)
 	fs.StringVar(&o.prompt, "prompt", "", "user message (default: a JSON array of messages on stdin)")
 	fs.StringVar(&o.system, "system", "", "system message, with --prompt")
 	fs.IntVar(&o.maxTokens, "max-tokens", 128, "tokens to generate at most")
@@ -353,7 +377,7 @@ func initModel(stdout io.Writer, shape, out, tokDir string, seed uint64, dtype s
 
 func lmExport(fs *flag.FlagSet) func(cmdIO, []string) error {
 	dir, check := modelDirFlag(fs)
-	lora := fs.String("lora", "", "PEFT LoRA adapter directory to merge (required)")
+	lora := fs.String("lora", "", loraHelp+" (required)")
 	out := fs.String("out", "", "model directory to write (required)")
 	dtype := fs.String("dtype", "BF16", "weight dtype: BF16, F16 or F32")
 	return func(cio cmdIO, _ []string) error {
@@ -416,14 +440,7 @@ func (o *hfServeOptions) flags(fs *flag.FlagSet) {
 // models loads the base and its tokenizer once and returns a constructor
 // of each agent's model: its own LoRA adapter (new, or loaded from --lora)
 // on the shared base.
-func (o *hfServeOptions) models() (func(string) (swarm.Model, error), func() error, error) {
-	var specs []spec
-	if o.agents != "" {
-		var err error
-		if specs, err = parseMulti(o.agents); err != nil {
-			return nil, nil, fmt.Errorf("--agents: %w", err)
-		}
-	}
+func (o *hfServeOptions) models(specs []spec, runDirs map[string]string) (func(string) (swarm.Model, error), func() error, error) {
 	loras := splitList(o.lora)
 	if len(loras) > 1 && len(loras) != len(specs) {
 		return nil, nil, fmt.Errorf("--lora names %d adapters for %d agents: give one, or one per agent", len(loras), len(specs))
@@ -452,13 +469,17 @@ func (o *hfServeOptions) models() (func(string) (swarm.Model, error), func() err
 	mk := func(agent string) (swarm.Model, error) {
 		lc := o.lc
 		lc.Seed = uint64(index[agent] + 1)
-		cfg := hfmodel.Config{Name: agent, Base: base, Tokenizer: tok, LR: o.lr, LoRAConfig: lc, Engine: o.eng}
+		cfg := hfmodel.Config{Name: agent, Base: base, Tokenizer: tok, LR: o.lr, LoRAConfig: lc, Engine: o.eng,
+			BaseName: o.modelDir}
+		if d := runDirs[agent]; d != "" {
+			cfg.AdapterDir = filepath.Join(d, runAdapterDir)
+		}
 		if len(loras) > 0 {
 			dir := loras[0]
 			if len(loras) > 1 {
 				dir = loras[index[agent]]
 			}
-			ad, err := hf.LoadLoRA(base, dir)
+			ad, err := loadLoRA(base, dir)
 			if err != nil {
 				return nil, err
 			}

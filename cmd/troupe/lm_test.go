@@ -109,6 +109,42 @@ func TestLMCommands(t *testing.T) {
 	}
 }
 
+// TestLMLoRAFromRunDirectory: --lora takes an agent's run directory
+// (its adapter/ in PEFT's layout) as it takes the adapter directory, and
+// refuses a directory that holds neither.
+func TestLMLoRAFromRunDirectory(t *testing.T) {
+	dir := tinyModel(t)
+	m, err := hf.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ad, err := hf.NewLoRA(m, hf.LoRAConfig{Rank: 2, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range ad.Store.Params() { // a non-zero adapter: B starts at zero
+		for j := range p.Data() {
+			p.Data()[j] = float32((i+j)%7-3) / 50
+		}
+	}
+	runDir := t.TempDir()
+	if err := ad.Save(filepath.Join(runDir, runAdapterDir), dir); err != nil {
+		t.Fatal(err)
+	}
+	ids := "9707,11,1879,0"
+	plain := run(t, "", "logprobs", "--model-dir", dir, "--ids", ids)
+	fromAdapter := run(t, "", "logprobs", "--model-dir", dir, "--ids", ids, "--lora", filepath.Join(runDir, runAdapterDir))
+	fromRun := run(t, "", "logprobs", "--model-dir", dir, "--ids", ids, "--lora", runDir)
+	if fromRun != fromAdapter || fromRun == plain {
+		t.Errorf("--lora RUN_DIR printed %s; --lora RUN_DIR/adapter %s; no adapter %s", fromRun, fromAdapter, plain)
+	}
+	err = lmMain([]string{"logprobs", "--model-dir", dir, "--ids", ids, "--lora", t.TempDir()}, strings.NewReader(""), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "neither a PEFT adapter directory") {
+		t.Errorf("--lora of an empty directory: %v", err)
+	}
+}
+
 // TestLMErrors: bad input is a returned error naming the problem.
 func TestLMErrors(t *testing.T) {
 	for _, tc := range []struct {

@@ -162,7 +162,7 @@ func (o *swarmServe) run(cio cmdIO, fs *flag.FlagSet) error {
 		}
 		defer stop()
 	}
-	mk, closeModels, err := o.models()
+	mk, closeModels, err := o.models(specs)
 	if err != nil {
 		return err
 	}
@@ -274,11 +274,31 @@ func portsOf(specs []spec) []int {
 
 // models returns the constructor of each spec's model: a preset, or an
 // agent's LoRA adapter on the --model-dir base loaded once.
-func (o *swarmServe) models() (func(string) (swarm.Model, error), func() error, error) {
+func (o *swarmServe) models(specs []spec) (func(string) (swarm.Model, error), func() error, error) {
 	if o.hf.modelDir == "" {
 		return newPresetModel, func() error { return nil }, nil
 	}
-	return o.hf.models()
+	runDirs := map[string]string{}
+	if o.ckptDir != "" {
+		for _, sp := range specs {
+			_, runDirs[sp.model] = o.runOf(specs, sp)
+		}
+	}
+	return o.hf.models(specs, runDirs)
+}
+
+// runOf names a spec's episode journal and its run directory (empty
+// without --checkpoint-dir): the run directory itself for one server, a
+// subdirectory per server otherwise.
+func (o *swarmServe) runOf(specs []spec, sp spec) (journal, dir string) {
+	if len(specs) == 1 {
+		return sp.model, o.ckptDir
+	}
+	journal = fmt.Sprintf("%s-%d", sp.model, sp.port)
+	if o.ckptDir != "" {
+		dir = filepath.Join(o.ckptDir, journal)
+	}
+	return journal, dir
 }
 
 func newPresetModel(name string) (swarm.Model, error) {
@@ -300,13 +320,8 @@ func (o *swarmServe) servers(specs []spec, doors []*door, mk func(string) (swarm
 			return servers, err
 		}
 		cfg := o.cfg
-		cfg.Model, cfg.Logger, cfg.CheckpointDir, cfg.JournalName = m, log, o.ckptDir, sp.model
-		if len(specs) > 1 {
-			cfg.JournalName = fmt.Sprintf("%s-%d", sp.model, sp.port)
-			if o.ckptDir != "" {
-				cfg.CheckpointDir = filepath.Join(o.ckptDir, cfg.JournalName)
-			}
-		}
+		cfg.Model, cfg.Logger = m, log
+		cfg.JournalName, cfg.CheckpointDir = o.runOf(specs, sp)
 		if b != nil {
 			cfg.JetStream = b.JetStream()
 		}

@@ -3,8 +3,10 @@ package hfmodel
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync/atomic"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/rl/policies"
+	"github.com/troupe-ml/troupe/safetensors"
 	"github.com/troupe-ml/troupe/swarm/adapter"
 	"github.com/troupe-ml/troupe/textgen"
 )
@@ -196,6 +199,64 @@ type Config struct {
 	MaxLen int
 	// TemplateVars are extra chat-template variables (enable_thinking, ...).
 	TemplateVars map[string]any
+	// AdapterDir, when set, receives the adapter in PEFT's layout
+	// (adapter_config.json, adapter_model.safetensors) with every
+	// checkpoint, so that a run's adapters can be loaded by
+	// troupe lm generate --lora, troupe serve --lora-modules or PEFT;
+	// BaseName is recorded as its base_model_name_or_path.
+	AdapterDir, BaseName string
+}
+
+// Checkpoint metadata that describes the adapter, so that a checkpoint
+// can be exported as a PEFT directory without the server's flags.
+const (
+	metaLoRA = "hfmodel.lora_config"
+	metaBase = "hfmodel.base_model"
+)
+
+// peftState saves the adapter's matrices and optimizer state (the
+// checkpoint) and, with a directory, the adapter in PEFT's layout.
+type peftState struct {
+	adapter.StoreState
+	ad        *hf.LoRA
+	dir, base string
+}
+
+func (s *peftState) Save(w io.Writer) error {
+	if err := s.StoreState.Save(w); err != nil {
+		return err
+	}
+	if s.dir == "" {
+		return nil
+	}
+	if err := s.ad.Save(s.dir, s.base); err != nil {
+		return fmt.Errorf("PEFT adapter %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// LoadCheckpoint reads the adapter of a checkpoint that New's models
+// saved (a swarm run's checkpoint.safetensors) for base, and the base
+// model's name it was trained on.
+func LoadCheckpoint(base *hf.Model, checkpoint string) (*hf.LoRA, string, error) {
+	f, err := safetensors.Open(checkpoint)
+	if err != nil {
+		return nil, "", fmt.Errorf("hfmodel: %w", err)
+	}
+	meta := f.Metadata
+	f.Close()
+	var lc hf.LoRAConfig
+	if err := json.Unmarshal([]byte(meta[metaLoRA]), &lc); err != nil {
+		return nil, "", fmt.Errorf("hfmodel: %s holds no LoRA adapter description (%s): %v", checkpoint, metaLoRA, err)
+	}
+	ad, err := hf.NewLoRA(base, lc)
+	if err != nil {
+		return nil, "", fmt.Errorf("hfmodel: %s: %w", checkpoint, err)
+	}
+	if _, err := nn.LoadCheckpoint(checkpoint, ad.Store, nil); err != nil {
+		return nil, "", fmt.Errorf("hfmodel: %w", err)
+	}
+	return ad, meta[metaBase], nil
 }
 
 // Defaults of Config.
@@ -233,6 +294,7 @@ func New(cfg Config) (*adapter.Adapter, *policies.LoRA, error) {
 	cfg.MaxLen = cmp.Or(cfg.MaxLen, min(cfg.Base.Config.MaxPos, DefaultMaxLen))
 	opt := nn.NewAdamW(nn.Constant(cfg.LR), 0)
 	pol := policies.NewLoRA(ad, opt, cfg.ClipNorm)
+	lc, _ := json.Marshal(ad.Config)
 	sampler := &Sampler{Base: cfg.Base, Engine: cfg.Engine, StopTokens: cfg.Tokenizer.StopTokens()}
 	sampler.Publish(ad, 0)
 	a, err := adapter.New(adapter.Config{
@@ -241,7 +303,7 @@ func New(cfg Config) (*adapter.Adapter, *policies.LoRA, error) {
 		Sampler:    sampler,
 		Policy:     pol,
 		Trainer:    cfg.Trainer,
-		State:      &adapter.StoreState{Store: ad.Store, Opt: opt},
+		State:      &peftState{StoreState: adapter.StoreState{Store: ad.Store, Opt: opt, Meta: map[string]string{metaLoRA: string(lc), metaBase: cfg.BaseName}}, ad: ad, dir: cfg.AdapterDir, base: cfg.BaseName},
 		MaxLen:     cfg.MaxLen,
 		Concurrent: true,
 		OnUpdate:   func(version int64) { sampler.Publish(ad, version) },

@@ -2,12 +2,16 @@ package hfmodel
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/nn/hf"
@@ -49,21 +53,29 @@ func tinyHFDir(t *testing.T) string {
 	return dir
 }
 
-// TestHFAgentsOnOneBase: two agents, each a LoRA adapter on one shared
-// pretrained base and each on its own swarm server, are driven through the
-// OpenAI endpoint and trained by GRPO on their own rewards; the base is
-// never written and the adapters end up different.
-func TestHFAgentsOnOneBase(t *testing.T) {
+// tinyHF loads a tiny random checkpoint (tinyHFDir) and its tokenizer;
+// the model is closed when the test ends.
+func tinyHF(t *testing.T) (*hf.Model, *hf.Tokenizer) {
+	t.Helper()
 	dir := tinyHFDir(t)
 	base, err := hf.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer base.Close()
+	t.Cleanup(func() { base.Close() })
 	tok, err := hf.LoadTokenizer(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return base, tok
+}
+
+// TestHFAgentsOnOneBase: two agents, each a LoRA adapter on one shared
+// pretrained base and each on its own swarm server, are driven through the
+// OpenAI endpoint and trained by GRPO on their own rewards; the base is
+// never written and the adapters end up different.
+func TestHFAgentsOnOneBase(t *testing.T) {
+	base, tok := tinyHF(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var clients []*client.Client
@@ -166,6 +178,82 @@ func TestHFChatTools(t *testing.T) {
 	for _, want := range []string{"<tools>", `"name": "get_weather"`, "<tool_call>", `{"name": "get_weather", "arguments": {"city": "Paris"}}`, "<tool_response>\nsunny\n</tool_response>", "<|im_start|>assistant\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("rendered prompt lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestRunWritesPEFTAdapter: a server with a run directory writes the
+// agent's adapter in PEFT's layout with its checkpoint, and both the
+// adapter directory and the checkpoint read back as the trained adapter.
+func TestRunWritesPEFTAdapter(t *testing.T) {
+	base, tok := tinyHF(t)
+	run := t.TempDir()
+	adDir := filepath.Join(run, "adapter")
+	model, pol, err := New(Config{Name: "planner", Base: base, Tokenizer: tok, BaseName: "Qwen/Qwen3-tiny",
+		LoRAConfig: hf.LoRAConfig{Rank: 4, Alpha: 8, Seed: 3}, LR: 1e-2, AdapterDir: adDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := swarm.DefaultTrainConfig()
+	tc.BatchSize, tc.NumRepeat, tc.CheckpointEvery = 1, 2, 1
+	_, url, stop, err := swarm.Serve("127.0.0.1:0", swarm.ServerConfig{Model: model, Train: tc, CheckpointDir: run, Logger: swarmtest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := client.New(url)
+	for rep := 0; rep < 2; rep++ {
+		seed := int64(rep)
+		_, err := client.RunWorkflow(ctx, []*client.Client{c}, nil, "task",
+			func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
+				if _, err := eps[0].Chat().Create(ctx, api.ChatRequest{
+					Messages: []api.Message{{Role: "user", Content: "hi"}}, MaxTokens: 4, Seed: &seed, Temperature: ptr(1.0),
+				}); err != nil {
+					return nil, err
+				}
+				return []client.WorkflowResult{{Reward: float64(rep)}}, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := waitGlobalStep(ctx, c, 1); err != nil {
+		t.Fatal(err)
+	}
+	stop() // the final checkpoint
+	var cfg map[string]any
+	raw, err := os.ReadFile(filepath.Join(adDir, "adapter_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg["peft_type"] != "LORA" || cfg["r"] != 4.0 || cfg["lora_alpha"] != 8.0 || cfg["base_model_name_or_path"] != "Qwen/Qwen3-tiny" {
+		t.Errorf("adapter_config.json = %s", raw)
+	}
+	seqs := []hf.Seq{{Prompt: []int{1, 2, 3}, Target: []int{4, 5, 6}}}
+	want, _ := base.TokenLogProbs(pol.Adapter, seqs)
+	fresh, _ := base.TokenLogProbs(nil, seqs)
+	if cmp.Equal(want, fresh) {
+		t.Fatal("the trained adapter changes nothing: the test cannot tell adapters apart")
+	}
+	fromPEFT, err := hf.LoadLoRA(base, adDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromCkpt, name, err := LoadCheckpoint(base, filepath.Join(run, swarm.CheckpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "Qwen/Qwen3-tiny" {
+		t.Errorf("checkpoint's base model %q", name)
+	}
+	for label, ad := range map[string]*hf.LoRA{"adapter/": fromPEFT, "checkpoint": fromCkpt} {
+		got, _ := base.TokenLogProbs(ad, seqs)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s read back differs from the trained adapter (-want +got):\n%s", label, diff)
 		}
 	}
 }
