@@ -37,6 +37,8 @@ var lmCommands = []command{
 	{name: "init", summary: "write a random-weight checkpoint in the Hugging Face layout", setup: lmInit,
 		examples: "  troupe lm init --shape qwen2-0.5b --tokenizer-dir data/hf/tokenizer-qwen3/models --out /tmp/qwen"},
 	{name: "export", summary: "merge a PEFT LoRA adapter and write a full model directory", setup: lmExport},
+	{name: "export-adapter", summary: "write an agent's adapter (from its swarm run directory) as a PEFT adapter directory", setup: lmExportAdapter,
+		examples: "  troupe lm export-adapter --model-dir Qwen3-0.6B --lora runs/team/planner-8001 --out planner-lora"},
 }
 
 func shapeNames() []string { return sortedKeys(hf.Shapes) }
@@ -407,6 +409,30 @@ func export(stdout io.Writer, dir, lora, out, dtype string) error {
 	}
 	fmt.Fprintf(stdout, "wrote the merged model to %s\n", out)
 	return nil
+}
+
+func lmExportAdapter(fs *flag.FlagSet) func(cmdIO, []string) error {
+	dir, check := modelDirFlag(fs)
+	lora := fs.String("lora", "", loraHelp+" (required)")
+	out := fs.String("out", "", "adapter directory to write (required)")
+	return func(cio cmdIO, _ []string) error {
+		if err := check(); err != nil {
+			return err
+		}
+		if *lora == "" || *out == "" {
+			return errors.New("export-adapter: --lora and --out are required")
+		}
+		m, ad, err := loadModel(*dir, *lora)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		if err := ad.Save(*out, *dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(cio.stdout, "wrote the adapter (rank %d, %s) to %s\n", ad.Config.Rank, strings.Join(ad.Config.Targets, ","), *out)
+		return nil
+	}
 }
 
 // hfServeOptions are swarm serve's flags for pretrained models.

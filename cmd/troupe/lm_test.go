@@ -110,8 +110,9 @@ func TestLMCommands(t *testing.T) {
 }
 
 // TestLMLoRAFromRunDirectory: --lora takes an agent's run directory
-// (its adapter/ in PEFT's layout) as it takes the adapter directory, and
-// refuses a directory that holds neither.
+// (its adapter/ in PEFT's layout) as it takes the adapter directory,
+// export-adapter writes it out again, and a directory that holds neither
+// is refused.
 func TestLMLoRAFromRunDirectory(t *testing.T) {
 	dir := tinyModel(t)
 	m, err := hf.Load(dir)
@@ -138,6 +139,11 @@ func TestLMLoRAFromRunDirectory(t *testing.T) {
 	fromRun := run(t, "", "logprobs", "--model-dir", dir, "--ids", ids, "--lora", runDir)
 	if fromRun != fromAdapter || fromRun == plain {
 		t.Errorf("--lora RUN_DIR printed %s; --lora RUN_DIR/adapter %s; no adapter %s", fromRun, fromAdapter, plain)
+	}
+	out := filepath.Join(t.TempDir(), "exported")
+	run(t, "", "export-adapter", "--model-dir", dir, "--lora", runDir, "--out", out)
+	if got := run(t, "", "logprobs", "--model-dir", dir, "--ids", ids, "--lora", out); got != fromAdapter {
+		t.Errorf("export-adapter's adapter gives %s, want %s", got, fromAdapter)
 	}
 	err = lmMain([]string{"logprobs", "--model-dir", dir, "--ids", ids, "--lora", t.TempDir()}, strings.NewReader(""), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "neither a PEFT adapter directory") {
