@@ -25,6 +25,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/troupe-ml/troupe/swarm/team"
 )
 
 // The passwords of authUsers' users.
@@ -322,6 +324,38 @@ func TestRolePermissions(t *testing.T) {
 	if err := tjs.DeleteConsumer(ctx, stream, "trainer"); err != nil {
 		t.Fatalf("train deleting its consumer: %v", err)
 	}
+
+	// Team episodes: a rollout front-end opens the bucket, joins and ends
+	// members and beats; a trainer sweeps and discards; read may look but
+	// not write.
+	rteam, err := team.Open(ctx, rjs, 1)
+	if err != nil {
+		t.Fatalf("rollout opening the team bucket: %v", err)
+	}
+	if err := rteam.Join(ctx, "t1", 2, team.Member{Model: "m", Episode: "e1", Owner: "o"}); err != nil {
+		t.Fatalf("rollout joining a team: %v", err)
+	}
+	if err := rteam.Beat(ctx, "o"); err != nil {
+		t.Fatalf("rollout beating: %v", err)
+	}
+	tteam, err := team.Open(ctx, tjs, 1)
+	if err != nil {
+		t.Fatalf("train opening the team bucket: %v", err)
+	}
+	if d, err := tteam.Discard(ctx, "t1", "m", "e1", team.ReasonOwnerLost); err != nil || d.Decision != team.Discarded {
+		t.Fatalf("train discarding a team: %+v, %v", d, err)
+	}
+	rdteam, err := rdjs.KeyValue(ctx, team.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdteam.Get(ctx, team.Key("t1")); err != nil {
+		t.Fatalf("read getting a team: %v", err)
+	}
+	read.denied(t, "a team put", "$KV."+team.Bucket+"."+team.Key("t2"), func(ctx context.Context) error {
+		_, err := rdteam.Put(ctx, team.Key("t2"), []byte("{}"))
+		return err
+	})
 }
 
 func TestTokenAuth(t *testing.T) {

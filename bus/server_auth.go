@@ -164,6 +164,7 @@ const (
 	episodeSubjects = "troupe.episodes.>"
 	registryPut     = "$KV.TROUPE_REGISTRY.>"
 	configPut       = "$KV.TROUPE_TRAIN_CONFIG.>"
+	teamPut         = "$KV.TROUPE_TEAMS.>" // team episodes and server heartbeats (swarm/team)
 	objectPut       = "$O.>"
 	trainerName     = "trainer" // the trainer's durable consumer
 )
@@ -207,13 +208,13 @@ var neverSubjects = []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.MSG.DELE
 //   - read: nothing more; troupe.>, $KV, $O and $JS.ACK are denied.
 //   - rollout: troupe.episodes.> (episodes, with JetStream's
 //     acknowledgement), create and update streams and buckets, put
-//     TROUPE_REGISTRY entries. Denied: $O (weights), $JS.ACK (removing
+//     TROUPE_REGISTRY and TROUPE_TEAMS entries. Denied: $O (weights), $JS.ACK (removing
 //     episodes), TROUPE_TRAIN_CONFIG puts, stream purge and delete, the
 //     consumer "trainer".
 //   - train: create, update and purge streams (the object store purges a
 //     replaced object's chunks), create, delete and pull from consumer
 //     "trainer" and acknowledge its messages, put $O (weights),
-//     TROUPE_REGISTRY and TROUPE_TRAIN_CONFIG entries. Denied:
+//     TROUPE_REGISTRY, TROUPE_TRAIN_CONFIG and TROUPE_TEAMS entries. Denied:
 //     troupe.episodes.> (a trainer publishes no episodes).
 //
 // All but admin are denied deleting streams and their messages, and the
@@ -228,7 +229,7 @@ func RolePermissions(r Role) (*server.Permissions, error) {
 		deny = append(deny, "troupe.>", "$KV.>", "$O.>", "$JS.ACK.>", "$JS.API.STREAM.PURGE.>",
 			"$JS.API.CONSUMER.DELETE.*."+trainerName)
 	case RoleRollout:
-		allow = append(allow, episodeSubjects, registryPut)
+		allow = append(allow, episodeSubjects, registryPut, teamPut)
 		allow = append(allow, createSubjects...)
 		deny = append(deny, objectPut, "$JS.ACK.>", configPut, "$JS.API.STREAM.PURGE.>",
 			"$JS.API.CONSUMER.DELETE.*."+trainerName)
@@ -240,7 +241,7 @@ func RolePermissions(r Role) (*server.Permissions, error) {
 			// Acknowledgements: $JS.ACK.<stream>.<consumer>..., or with
 			// the domain and account first.
 			"$JS.ACK.*."+trainerName+".>", "$JS.ACK.*.*.*."+trainerName+".>",
-			objectPut, registryPut, configPut)
+			objectPut, registryPut, configPut, teamPut)
 		deny = append(deny, episodeSubjects)
 	default:
 		return nil, fmt.Errorf("role %q: want rollout, train, read or admin", r)
