@@ -45,6 +45,11 @@ type Config struct {
 	// MaxPoints caps the points drawn per series (default
 	// DefaultMaxPoints).
 	MaxPoints int
+	// Mount, when set, returns the path prefix a request reached the
+	// dashboard under (the server is mounted below the root with
+	// http.StripPrefix, e.g. "/dashboard"), which the pages put before
+	// their links; nil: the dashboard is the root.
+	Mount func(*http.Request) string
 }
 
 // Server serves the dashboard of a run directory. It only reads the
