@@ -20,7 +20,7 @@ func TestRegistry(t *testing.T) {
 	for i, name := range []string{"planner", "executor"} {
 		m, _ := tabular.NewPreset("tiny")
 		ts := startServer(t, m, testTrainConfig(2, 2), func(c *ServerConfig) {
-			c.JetStream, c.JournalName = b.JetStream(), name
+			c.JetStream, c.JournalName, c.EpisodeKey = b.JetStream(), name, testEpisodeKey
 			c.RegistryURL = "http://10.0.0.1:" + string(rune('1'+i)) + "000"
 		})
 		ts.s.register()

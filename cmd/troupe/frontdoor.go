@@ -54,6 +54,7 @@ func openDoors(host string, ports []int, t httpx.Timeouts, log *slog.Logger, err
 			closeDoors(doors)
 			return nil, err
 		}
+		ln = httpx.WrapListener(ln) // NewServer refuses requests with both lengths
 		d := &door{ln: ln}
 		d.set(bootingHandler)
 		d.hs = httpx.NewServer(d, t, log)
