@@ -56,6 +56,7 @@ type FieldError struct {
 	Field, Msg string
 }
 
+// Error is "field: why".
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
 // ParseReward validates a workflow output's reward: a number, or a

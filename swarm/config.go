@@ -296,8 +296,8 @@ type ServerConfig struct {
 	// Role is RoleBoth (the default), RoleRollout or RoleTrain; the
 	// latter two need JetStream (see the roles' documentation).
 	Role string
-	// RegistryURL is the URL this server announces in RegistryBucket
-	// (PublicURL when empty; no announcement when both are empty).
+	// RegistryURL is the URL this server announces in RegistryBucket when
+	// it has no PublicURL (no announcement when both are empty).
 	RegistryURL string
 	// JournalName names the episode stream (EpisodeStream); the model's
 	// name when empty. Servers sharing one NATS need distinct names.

@@ -187,6 +187,7 @@ type Error struct {
 	Detail string
 }
 
+// Error is "reason: detail".
 func (e *Error) Error() string { return e.Reason + ": " + e.Detail }
 
 // Reason is the refusal reason of err (an *Error), or "" for nil.
