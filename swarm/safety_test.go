@@ -465,3 +465,29 @@ func TestMetricsRowRestored(t *testing.T) {
 		t.Fatalf("rows after two boots: %v", rows)
 	}
 }
+
+// TestServeStopEndsDashboardStreams: stopping a server from Serve ends the
+// dashboard's event streams rather than waiting out the shutdown timeout.
+func TestServeStopEndsDashboardStreams(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, TrainMetricsFile), []byte(`{"step": 1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := tabular.NewPreset("tiny")
+	_, url, stop, err := Serve("127.0.0.1:0", ServerConfig{Model: m, CheckpointDir: dir, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(url + "/dashboard/api/run/_/events")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("event stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("stop took %v with an event stream open", d)
+	}
+}

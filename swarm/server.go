@@ -224,8 +224,15 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // HTTPServer returns an http.Server that serves Handler with the
 // configured timeouts (ServerConfig.Timeouts); the caller sets Addr or
-// calls Serve with its listener.
-func (s *Server) HTTPServer() *http.Server { return httpx.NewServer(s.handler, s.cfg.Timeouts, s.log) }
+// calls Serve with its listener. Its Shutdown ends the dashboard's event
+// streams, which would otherwise hold it.
+func (s *Server) HTTPServer() *http.Server {
+	hs := httpx.NewServer(s.handler, s.cfg.Timeouts, s.log)
+	if s.dash != nil {
+		hs.RegisterOnShutdown(func() { s.dash.Close() })
+	}
+	return hs
+}
 
 // CheckListen refuses to serve the admin endpoints unauthenticated beyond
 // loopback: it returns an error when host (a listen address's host part:
