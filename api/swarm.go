@@ -1,7 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
+	"time"
 
 	"github.com/troupe-ml/troupe/rl"
 )
@@ -47,6 +51,47 @@ type WorkflowOutput struct {
 	LogMetrics map[string]json.RawMessage `json:"log_metrics"`
 }
 
+// FieldError is a request field a server refuses, and why.
+type FieldError struct {
+	Field, Msg string
+}
+
+// Error is "field: why".
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// ParseReward validates a workflow output's reward: a number, or a
+// non-empty list of numbers (their mean), each finite with |r| ≤ bound.
+func ParseReward(wo *WorkflowOutput, bound float64) (float64, *FieldError) {
+	const field = "workflow_output.reward"
+	if wo == nil {
+		return 0, &FieldError{"workflow_output", "missing"}
+	}
+	if wo.Reward == nil || string(bytes.TrimSpace(*wo.Reward)) == "null" {
+		return 0, &FieldError{field, "missing; a finite number is required"}
+	}
+	raw := *wo.Reward
+	var xs []float64
+	var x float64
+	if err := json.Unmarshal(raw, &x); err == nil {
+		xs = []float64{x}
+	} else if err := json.Unmarshal(raw, &xs); err != nil {
+		return 0, &FieldError{field, fmt.Sprintf("expected a number or a list of numbers, got %.40s", string(raw))}
+	} else if len(xs) == 0 {
+		return 0, &FieldError{field, "empty list"}
+	}
+	var mean float64
+	for i, v := range xs {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, &FieldError{field, fmt.Sprintf("must be finite, got %v", v)}
+		}
+		if math.Abs(v) > bound {
+			return 0, &FieldError{field, fmt.Sprintf("|reward| must be at most %g, got %g", bound, v)}
+		}
+		mean += (v - mean) / float64(i+1) // a running mean cannot overflow
+	}
+	return mean, nil
+}
+
 // EndRequest is the body of POST /end_episode and /abort_episode.
 type EndRequest struct {
 	ClientUUID     *string         `json:"client_uuid"`
@@ -79,6 +124,72 @@ type EpisodeRecord struct {
 	Reward     float64     `json:"reward"`
 	MinVersion int64       `json:"min_version"`
 	Samples    []rl.Sample `json:"samples"`
+	// Completions are the episode's conversations for the run directory's
+	// sample files (bounded in bytes per episode; empty where the
+	// front-end keeps none).
+	Completions []CompletionRecord `json:"completions,omitempty"`
+}
+
+// CompletionRecord is one completion of an episode as the run directory's
+// sample files show it: the request's messages, the sampled text and why
+// sampling ended.
+type CompletionRecord struct {
+	Messages     []Message `json:"messages"`
+	Completion   string    `json:"completion"`
+	FinishReason string    `json:"finish_reason,omitempty"`
+}
+
+// DroppedEpisode is a finished train episode that will never be trained:
+// a line of the run directory's dropped.jsonl and an entry of
+// TrainingStatus.RecentDrops.
+type DroppedEpisode struct {
+	Time      time.Time `json:"time"`
+	EpisodeID string    `json:"episode_id"`
+	TaskID    string    `json:"task_id,omitempty"`
+	Reason    string    `json:"reason"`
+}
+
+// EpisodeStates counts a server's episodes by state since it started:
+// claimed here, open now, ended with a reward (here, or taken from the
+// journal by a trainer), aborted, expired (reclaimed idle), and never
+// trained, by reason.
+type EpisodeStates struct {
+	Claimed int64            `json:"claimed"`
+	Open    int64            `json:"open"`
+	Ended   int64            `json:"ended"`
+	Aborted int64            `json:"aborted"`
+	Expired int64            `json:"expired"`
+	Dropped map[string]int64 `json:"dropped,omitempty"`
+}
+
+// DroppedTotal is the number of dropped episodes over all reasons.
+func (e *EpisodeStates) DroppedTotal() int64 {
+	var n int64
+	for _, v := range e.Dropped {
+		n += v
+	}
+	return n
+}
+
+// TrainingStatus is the answer of GET /get_training_status, troupe's own
+// view of where a server's episodes went (`troupe swarm status`).
+type TrainingStatus struct {
+	Model        string `json:"model"`
+	Role         string `json:"role"`
+	EngineStatus string `json:"engine_status"`
+	GlobalStep   int64  `json:"global_step"`
+	// BufferedEpisodes wait for a batch.
+	BufferedEpisodes int `json:"buffered_episodes"`
+	// MaxStaleness and GroupTimeoutS are the staleness policy in force.
+	MaxStaleness  int64         `json:"max_staleness"`
+	GroupTimeoutS float64       `json:"group_timeout_s"`
+	Episodes      EpisodeStates `json:"episodes_by_state"`
+	// DroppedSamples counts malformed samples dropped from journaled
+	// episodes that were otherwise trained.
+	DroppedSamples int64 `json:"dropped_samples"`
+	// RecentDrops are the latest dropped episodes, newest last; their ids
+	// are shown to admins only.
+	RecentDrops []DroppedEpisode `json:"recent_drops"`
 }
 
 // String returns a pointer to s, for the optional fields of requests.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -26,6 +27,7 @@ type reasonCount struct {
 type runView struct {
 	Title, ID, Dir string
 	Base           string // the run page's URL path, ending in "/"
+	Static         string // the URL path of the embedded files, ending in "/"
 	Events         string // the event stream's URL path
 	Rev            uint64
 	Step           int64
@@ -48,7 +50,7 @@ type sectionView struct {
 const shownDrops = 8
 
 // view builds the run page of rn; it draws every chart.
-func (s *Server) view(rn *run) runView {
+func (s *Server) view(rn *run, mount string) runView {
 	rn.mu.Lock()
 	info := s.info(rn, false, 0)
 	rows := make([][]Step, len(rn.agents))
@@ -67,9 +69,9 @@ func (s *Server) view(rn *run) runView {
 	}
 	rn.mu.Unlock()
 
-	base := "/run/" + url.PathEscape(rn.id) + "/"
-	v := runView{Title: s.cfg.Title, ID: rn.id, Dir: info.Dir, Base: base,
-		Events: "/api/run/" + url.PathEscape(rn.id) + "/events",
+	base := mount + "/run/" + url.PathEscape(rn.id) + "/"
+	v := runView{Title: s.cfg.Title, ID: rn.id, Dir: info.Dir, Base: base, Static: mount + "/static/",
+		Events: mount + "/api/run/" + url.PathEscape(rn.id) + "/events",
 		Rev:    info.Rev, Step: info.Step, Agents: agents, Error: info.Error, Now: time.Now()}
 	v.Servers, v.ServersError = s.servers()
 	if v.Dir != "." {
@@ -119,7 +121,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	runs := s.runList()
 	if len(runs) == 1 {
 		s.refresh(runs[0], 0)
-		s.render(w, "run.html", s.view(runs[0]))
+		s.render(w, "run.html", s.view(runs[0], s.mount(r)))
 		return
 	}
 	type entry struct {
@@ -127,14 +129,15 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		Base string
 	}
 	var list struct {
-		Title, Dir string
-		Runs       []entry
+		Title, Dir, Static string
+		Runs               []entry
 	}
-	list.Title, list.Dir = s.cfg.Title, s.root
+	mount := s.mount(r)
+	list.Title, list.Dir, list.Static = s.cfg.Title, s.root, mount+"/static/"
 	for _, rn := range runs {
 		s.refresh(rn, s.cfg.PollInterval)
 		rn.mu.Lock()
-		list.Runs = append(list.Runs, entry{s.info(rn, false, 0), "/run/" + url.PathEscape(rn.id) + "/"})
+		list.Runs = append(list.Runs, entry{s.info(rn, false, 0), mount + "/run/" + url.PathEscape(rn.id) + "/"})
 		rn.mu.Unlock()
 	}
 	s.render(w, "runs.html", list)
@@ -142,7 +145,7 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	if rn := s.lookup(w, r); rn != nil {
-		s.render(w, "run.html", s.view(rn))
+		s.render(w, "run.html", s.view(rn, s.mount(r)))
 	}
 }
 
@@ -150,7 +153,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 // fetches again when the event stream reports new rows.
 func (s *Server) chartsFragment(w http.ResponseWriter, r *http.Request) {
 	if rn := s.lookup(w, r); rn != nil {
-		s.render(w, "charts", s.view(rn))
+		s.render(w, "charts", s.view(rn, s.mount(r)))
 	}
 }
 
@@ -185,4 +188,12 @@ func (s *Server) apiServers(w http.ResponseWriter, r *http.Request) {
 		list = []ServerInfo{}
 	}
 	writeJSON(w, list)
+}
+
+// mount is the path prefix the request reached the dashboard under.
+func (s *Server) mount(r *http.Request) string {
+	if s.cfg.Mount == nil {
+		return ""
+	}
+	return strings.TrimRight(s.cfg.Mount(r), "/")
 }

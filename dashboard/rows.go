@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/troupe-ml/troupe/api"
 )
 
 // Step is one row of train_metrics.jsonl: one training step of one agent.
@@ -60,25 +62,9 @@ type Step struct {
 	seq uint64 // the run revision at which this row was stored
 }
 
-// EpisodeStates counts episodes per lifecycle state up to a step.
-type EpisodeStates struct {
-	Claimed int64 `json:"claimed"`
-	Open    int64 `json:"open"`
-	Ended   int64 `json:"ended"`
-	Aborted int64 `json:"aborted"`
-	Expired int64 `json:"expired"`
-	// Dropped counts episodes never trained, per reason.
-	Dropped map[string]int64 `json:"dropped,omitempty"`
-}
-
-// DroppedTotal is the number of dropped episodes over all reasons.
-func (e *EpisodeStates) DroppedTotal() int64 {
-	var n int64
-	for _, v := range e.Dropped {
-		n += v
-	}
-	return n
-}
+// EpisodeStates counts episodes per lifecycle state up to a step: the
+// type the swarm server writes (api.EpisodeStates).
+type EpisodeStates = api.EpisodeStates
 
 var errNoStep = errors.New("no integer \"step\"")
 

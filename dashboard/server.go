@@ -50,6 +50,11 @@ type Config struct {
 	// the pages show them with the live charts and /api/servers serves
 	// them as JSON.
 	Servers func(ctx context.Context) ([]ServerInfo, error)
+	// Mount, when set, returns the path prefix a request reached the
+	// dashboard under (the server is mounted below the root with
+	// http.StripPrefix, e.g. "/dashboard"), which the pages put before
+	// their links; nil: the dashboard is the root.
+	Mount func(*http.Request) string
 }
 
 // ServerInfo is one swarm server as the dashboard lists it.

@@ -251,6 +251,45 @@ func TestRunList(t *testing.T) {
 	}
 }
 
+// TestMount: a dashboard mounted below the root (Config.Mount) puts the
+// request's prefix before every link of its pages, and its pages work
+// there.
+func TestMount(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a", MetricsFile), `{"step": 1}`+"\n")
+	writeFile(t, filepath.Join(dir, "b", MetricsFile), `{"step": 2}`+"\n")
+	s, err := New(Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Mount: func(r *http.Request) string { return r.Header.Get("X-Test-Mount") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mux := http.NewServeMux()
+	mux.Handle("/t/tok/dash/", http.StripPrefix("/t/tok/dash", s))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("X-Test-Mount", "/t/tok/dash/")
+		mux.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	_, list, _ := get(t, srv, "GET", "/t/tok/dash/")
+	_, page, _ := get(t, srv, "GET", "/t/tok/dash/run/a/")
+	for _, want := range []string{`href="/t/tok/dash/run/a/"`, `href="/t/tok/dash/static/style.css"`} {
+		if !strings.Contains(list, want) {
+			t.Errorf("the run list lacks %s", want)
+		}
+	}
+	for _, want := range []string{`src="/t/tok/dash/static/app.js"`, `data-base="/t/tok/dash/run/a/"`, `data-events="/t/tok/dash/api/run/a/events"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run page lacks %s", want)
+		}
+	}
+	for _, path := range []string{"/t/tok/dash/static/app.js", "/t/tok/dash/run/a/charts"} {
+		if code, _, _ := get(t, srv, "GET", path); code != http.StatusOK {
+			t.Errorf("GET %s: %d", path, code)
+		}
+	}
+}
+
 // event is one server-sent event.
 type event struct {
 	id, name string

@@ -24,6 +24,14 @@ type GRPOConfig struct {
 	// ClipEpsHigh is the upper clip range (default ClipEps); a larger value
 	// is DAPO's "clip-higher".
 	ClipEpsHigh float64
+	// MaxImportanceWeight c > 1 bounds the importance ratio where the clip
+	// does not: for a negative advantage the surrogate is
+	// max(min(ρÂ, clip(ρ)Â), cÂ), dual-clip PPO (Ye et al. 2020, "Mastering
+	// Complex Control in MOBA Games with Deep Reinforcement Learning",
+	// arXiv:1912.09729), so that a stale sample whose action the policy has
+	// since made far likelier cannot scale its gradient without bound
+	// (0: off).
+	MaxImportanceWeight float64
 	// StdEps is the ε of (r − mean)/(std + ε) (default 1e-4).
 	StdEps float64
 	// SkipEqualGroups drops groups whose rewards are all equal: their
@@ -161,7 +169,7 @@ func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
 	rewardStats(&st, pr.samples, adv)
 	sp := &pgSpec{
 		obj: clippedSurrogate, adv: broadcast(pr.samples, adv), old: pr.old,
-		clipLow: g.cfg.ClipEps, clipHigh: g.cfg.ClipEpsHigh,
+		clipLow: g.cfg.ClipEps, clipHigh: g.cfg.ClipEpsHigh, truncIS: g.cfg.MaxImportanceWeight,
 		klCoef: g.cfg.KLCoef, agg: g.cfg.Aggregation,
 	}
 	sp.withEntropy(g.cfg.EntropyCoef)

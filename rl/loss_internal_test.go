@@ -19,6 +19,7 @@ func TestLossGradientFiniteDifference(t *testing.T) {
 		{"clipped/seq-mean/kl", pgSpec{obj: clippedSurrogate, clipLow: 0.2, clipHigh: 0.28, klCoef: 0.1, agg: SeqMean}},
 		{"clipped/seq-mean/entropy", pgSpec{obj: clippedSurrogate, clipLow: 0.2, clipHigh: 0.2, entCoef: 0.3, entBase: -1.1, agg: SeqMean}},
 		{"clipped/token-mean/value", pgSpec{obj: clippedSurrogate, clipLow: 0.2, clipHigh: 0.2, agg: TokenMean, vclip: 0.2, vcoef: 0.5}},
+		{"clipped/dual/seq-mean", pgSpec{obj: clippedSurrogate, clipLow: 0.2, clipHigh: 0.2, truncIS: 1.3, agg: SeqMean}},
 		{"weighted/seq-sum", pgSpec{obj: weightedPG, truncIS: 2, agg: SeqSum}},
 		{"weighted/seq-sum/entropy", pgSpec{obj: weightedPG, truncIS: 2, entCoef: 0.2, entBase: -0.7, agg: SeqSum}},
 		{"weighted/token-mean/kl", pgSpec{obj: weightedPG, truncIS: 1.5, klCoef: 0.3, agg: TokenMean}},
@@ -187,6 +188,35 @@ func TestGroupAdvantages(t *testing.T) {
 	g := groupBy(batch)
 	if len(g) != 3 || fmt.Sprint(g) != "[[0 4] [1 3 6] [2 5]]" {
 		t.Fatalf("groups %v", g)
+	}
+}
+
+// TestGRPOMaxImportanceWeight: a stale sample (behaviour log-prob −8, now
+// −1: ratio e⁷) with a negative advantage pushes with −A·ρ/N unbounded,
+// and with MaxImportanceWeight 3 not at all (dual clip); a positive one is
+// clipped either way, and an on-policy pair of samples is untouched.
+func TestGRPOMaxImportanceWeight(t *testing.T) {
+	batch := []Sample{
+		{TaskID: "stale", Obs: []float32{0}, Actions: []int{0}, LogProbs: []float32{-8}, Reward: 0},
+		{TaskID: "stale", Obs: []float32{1}, Actions: []int{0}, LogProbs: []float32{-8}, Reward: 1},
+		{TaskID: "fresh", Obs: []float32{2}, Actions: []int{0}, LogProbs: []float32{-1}, Reward: 0},
+		{TaskID: "fresh", Obs: []float32{3}, Actions: []int{0}, LogProbs: []float32{-1}, Reward: 1},
+	}
+	a := 0.5 / (0.5 + 1e-4) // |advantage| of a two-sample group with rewards 0 and 1
+	for _, c := range []float64{0, 3} {
+		p := &recordingPolicy{dlogp: map[float32][]float32{}}
+		if _, err := NewGRPO(GRPOConfig{MaxImportanceWeight: c}).Update(p, batch); err != nil {
+			t.Fatal(err)
+		}
+		want := map[float32]float64{0: a * math.Exp(7) / 4, 1: 0, 2: a / 4, 3: -a / 4}
+		if c > 0 {
+			want[0] = 0
+		}
+		for obs, w := range want {
+			if g := float64(p.dlogp[obs][0]); math.Abs(g-w) > 1e-3*math.Max(1, math.Abs(w)) {
+				t.Errorf("MaxImportanceWeight %g, sample %v: dL/dlogp %.6g, want %.6g", c, obs, g, w)
+			}
+		}
 	}
 }
 

@@ -246,7 +246,7 @@ type pgSpec struct {
 	ref      [][]float32 // reference log-probs, nil without KL
 	clipLow  float64
 	clipHigh float64
-	truncIS  float64 // weightedPG: cap on the importance weight (0: 1 is used on-policy, ratio uncapped otherwise)
+	truncIS  float64 // cap on the importance weight: weightedPG's truncation; clippedSurrogate's dual clip of negative advantages (0: none)
 	klCoef   float64
 	entCoef  float64 // entropy bonus coefficient c
 	entBase  float64 // b: mean behaviour log-prob of the batch
@@ -324,9 +324,13 @@ func (sp *pgSpec) lossFor(idx []int) (LossFunc, *mbStats) {
 					unc := ratio * A
 					cr := math.Min(math.Max(ratio, 1-sp.clipLow), 1+sp.clipHigh)
 					clp := cr * A
-					if unc <= clp {
+					switch c := sp.truncIS; {
+					case c > 0 && A < 0 && ratio > c:
+						term, g = -c*A, 0 // dual clip: max(·, cÂ)
+						clipped++
+					case unc <= clp:
 						term, g = -unc, -A*ratio
-					} else {
+					default:
 						term, g = -clp, 0
 						clipped++
 					}

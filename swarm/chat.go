@@ -1,14 +1,18 @@
 package swarm
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/internal/httpx"
 	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm/record"
 )
 
 // MaxEpisodeCompletions bounds the completions one episode may record (its
@@ -46,6 +50,19 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	tc := s.train
 	s.mu.Unlock()
+	var msgs []api.Message
+	if s.keepsConversations() {
+		body, e := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes)
+		if e != nil {
+			s.mu.Lock()
+			ep.inflight--
+			s.mu.Unlock()
+			httpx.OpenAIError(w, e)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		msgs = record.Messages(body)
+	}
 	recorded, reserved := false, 0
 	done := func() {
 		s.mu.Lock()
@@ -92,6 +109,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			for _, g := range c.Gens {
 				ep.tokens += len(g.Tokens)
 			}
+			if msgs != nil {
+				s.keepConversationLocked(ep, msgs, c)
+			}
 			return nil
 		}}
 	s.chat.Chat(w, r, func(string) (*openai.Call, *httpx.Error) { return call, nil })
@@ -111,4 +131,28 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, s.modelObject())
+}
+
+// keepsConversations says whether episodes keep their conversations: a
+// server that writes sample files, or a front-end whose trainer may.
+func (s *Server) keepsConversations() bool {
+	return s.cfg.CheckpointDir != "" || s.cfg.Role == RoleRollout
+}
+
+// keepConversationLocked adds a recorded completion's messages and texts
+// to its episode's conversation.
+func (s *Server) keepConversationLocked(ep *episode, msgs []api.Message, c openai.Completion) {
+	texts, finish := make([]string, len(c.Gens)), make([]string, len(c.Gens))
+	for i, g := range c.Gens {
+		toks := g.Tokens
+		if c.Forced != nil {
+			toks = c.Forced
+		}
+		var text []byte
+		for _, t := range toks {
+			text = append(text, s.model.TokenBytes(t)...)
+		}
+		texts[i], finish[i] = strings.ToValidUTF8(string(text), "\uFFFD"), g.FinishReason
+	}
+	ep.convo.Add(msgs, texts, finish)
 }

@@ -306,6 +306,7 @@ func rawGetJSON(t *testing.T, url string) (int, map[string]any) {
 func readSSE(t *testing.T, url, body string, hdr map[string]string) (string, bool) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

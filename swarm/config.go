@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/troupe-ml/troupe/internal/httpx"
+	"github.com/troupe-ml/troupe/internal/yamlkv"
 	"github.com/troupe-ml/troupe/openai"
 )
 
@@ -45,9 +46,22 @@ type TrainConfig struct {
 	// Algorithm is the advantage estimator; only "grpo" is supported
 	// (ajet.trainer_common.algorithm.adv_estimator).
 	Algorithm string
-	// MaxStaleness drops, at training time, finished episodes whose oldest
-	// completion was sampled more than MaxStaleness versions ago.
+	// MaxStaleness is the staleness policy: a finished episode whose oldest
+	// completion was sampled at most MaxStaleness versions before the step
+	// that trains it is trained, off-policy, from its recorded behaviour
+	// log-probabilities (GRPO's clipped importance ratio; the models' GRPO
+	// also caps the ratio of negative advantages, rl.GRPOConfig's
+	// MaxImportanceWeight); one staler is dropped with reason "stale" (0:
+	// on-policy episodes only). DefaultMaxStaleness keeps the episodes
+	// front-ends collect while their trainer is down for a few steps.
 	MaxStaleness int64
+	// GroupTimeout is how long a task short of its NumRepeat episodes waits
+	// for its partners (CollectTasks, CollectNonDummyTasks): past it, the
+	// task's group trains as it is, with whatever complete tasks are
+	// buffered, even short of BatchSize (a partial batch). A group of one
+	// has zero GRPO advantage: it is trained (counted, in the step's
+	// episode_ids) and teaches nothing. 0 waits for ever.
+	GroupTimeout time.Duration
 	// MaxOpenEpisodes bounds the episodes open at once (0: unbounded;
 	// ajet.rollout.max_env_worker; 4096 by default so that claims cannot
 	// exhaust memory).
@@ -67,10 +81,16 @@ type TrainConfig struct {
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{
 		BatchSize: 4, NumRepeat: 4, CollectionMethod: CollectTasks, Algorithm: "grpo",
-		MaxStaleness: 1, MaxOpenEpisodes: 4096, MaxPromptTokens: 8192, MaxResponseTokens: 1024,
-		DrainTimeout: 10 * time.Second,
+		MaxStaleness: DefaultMaxStaleness, MaxOpenEpisodes: 4096, MaxPromptTokens: 8192, MaxResponseTokens: 1024,
+		DrainTimeout: 10 * time.Second, GroupTimeout: DefaultGroupTimeout,
 	}
 }
+
+// Defaults of the staleness policy (TrainConfig).
+const (
+	DefaultMaxStaleness = 16
+	DefaultGroupTimeout = 2 * time.Minute
+)
 
 // Validate checks the configuration.
 func (c TrainConfig) Validate() error {
@@ -85,8 +105,8 @@ func (c TrainConfig) Validate() error {
 		return fmt.Errorf("max_env_worker must be >= 0, got %d", c.MaxOpenEpisodes)
 	case c.MaxPromptTokens < 1 || c.MaxResponseTokens < 1:
 		return fmt.Errorf("max_prompt_length and max_response_length must be >= 1")
-	case c.DrainTimeout < 0:
-		return fmt.Errorf("drain timeout must be >= 0")
+	case c.DrainTimeout < 0 || c.GroupTimeout < 0:
+		return fmt.Errorf("drain and group timeouts must be >= 0")
 	}
 	switch c.CollectionMethod {
 	case CollectEpisodes, CollectTasks, CollectNonDummyTasks, CollectAnyAgree, CollectAllAgree:
@@ -109,7 +129,8 @@ func (c TrainConfig) Validate() error {
 //	ajet.swarm_mode_sample_collection_method,
 //	ajet.trainer_common.algorithm.adv_estimator, ajet.rollout.max_env_worker,
 //	ajet.data.max_prompt_length, ajet.data.max_response_length,
-//	troupe.max_staleness, troupe.drain_timeout_s, troupe.checkpoint_every.
+//	troupe.max_staleness, troupe.drain_timeout_s, troupe.group_timeout_s,
+//	troupe.checkpoint_every.
 func (c *TrainConfig) ApplyYAML(src string) error {
 	kv, err := YAMLScalars(src)
 	if err != nil {
@@ -139,12 +160,14 @@ func (c *TrainConfig) ApplyYAML(src string) error {
 		}
 		c.MaxStaleness = n
 	}
-	if v, ok := kv["troupe.drain_timeout_s"]; ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 || f > 1e6 {
-			return fmt.Errorf("troupe.drain_timeout_s: %q is not a duration in seconds", v)
+	for k, dst := range map[string]*time.Duration{"troupe.drain_timeout_s": &c.DrainTimeout, "troupe.group_timeout_s": &c.GroupTimeout} {
+		if v, ok := kv[k]; ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f > 1e6 {
+				return fmt.Errorf("%s: %q is not a duration in seconds", k, v)
+			}
+			*dst = time.Duration(f * float64(time.Second))
 		}
-		c.DrainTimeout = time.Duration(f * float64(time.Second))
 	}
 	if v, ok := kv["ajet.swarm_mode_sample_collection_method"]; ok && v != "null" {
 		c.CollectionMethod = v
@@ -160,7 +183,7 @@ var trainKeys = []string{
 	"ajet.data.train_batch_size", "ajet.rollout.num_repeat", "ajet.swarm_mode_sample_collection_method",
 	"ajet.trainer_common.algorithm.adv_estimator", "ajet.rollout.max_env_worker",
 	"ajet.data.max_prompt_length", "ajet.data.max_response_length",
-	"troupe.max_staleness", "troupe.drain_timeout_s", "troupe.checkpoint_every",
+	"troupe.max_staleness", "troupe.drain_timeout_s", "troupe.group_timeout_s", "troupe.checkpoint_every",
 }
 
 // TrainKeys lists the keys of a training YAML that TrainConfig.ApplyYAML
@@ -172,54 +195,8 @@ func IsTrainKey(key string) bool { return slices.Contains(trainKeys, key) }
 
 // YAMLScalars flattens the block mappings of a YAML document into dotted
 // keys with unquoted scalar values (the subset of YAML that AgentJet's
-// yaml.safe_dump writes). Sequences, flow collections and multi-line
-// scalars are skipped.
-func YAMLScalars(src string) (map[string]string, error) {
-	type frame struct {
-		indent int
-		key    string
-	}
-	var stack []frame
-	out := map[string]string{}
-	for ln, line := range strings.Split(src, "\n") {
-		if i := strings.Index(line, " #"); i >= 0 {
-			line = line[:i]
-		}
-		trimmed := strings.TrimSpace(line)
-		if trimmed == "" || strings.HasPrefix(trimmed, "#") || trimmed == "---" {
-			continue
-		}
-		if strings.HasPrefix(trimmed, "- ") || trimmed == "-" {
-			continue // sequence item
-		}
-		indent := len(line) - len(strings.TrimLeft(line, " "))
-		if strings.ContainsRune(line[:indent], '\t') {
-			return nil, fmt.Errorf("yaml line %d: tab indentation", ln+1)
-		}
-		colon := strings.Index(trimmed, ":")
-		if colon <= 0 {
-			continue // continuation of a multi-line scalar
-		}
-		key := strings.Trim(trimmed[:colon], `"'`)
-		val := strings.TrimSpace(trimmed[colon+1:])
-		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
-			stack = stack[:len(stack)-1]
-		}
-		path := key
-		if len(stack) > 0 {
-			path = stack[len(stack)-1].key + "." + key
-		}
-		if val == "" {
-			stack = append(stack, frame{indent, path})
-			continue
-		}
-		if len(val) >= 2 && (val[0] == '"' && val[len(val)-1] == '"' || val[0] == '\'' && val[len(val)-1] == '\'') {
-			val = val[1 : len(val)-1]
-		}
-		out[path] = val
-	}
-	return out, nil
-}
+// yaml.safe_dump writes; see yamlkv.Scalars).
+func YAMLScalars(src string) (map[string]string, error) { return yamlkv.Scalars(src) }
 
 // ServerConfig configures a Server. Only Model is required.
 type ServerConfig struct {
@@ -319,8 +296,8 @@ type ServerConfig struct {
 	// Role is RoleBoth (the default), RoleRollout or RoleTrain; the
 	// latter two need JetStream (see the roles' documentation).
 	Role string
-	// RegistryURL is the URL this server announces in RegistryBucket
-	// (PublicURL when empty; no announcement when both are empty).
+	// RegistryURL is the URL this server announces in RegistryBucket when
+	// it has no PublicURL (no announcement when both are empty).
 	RegistryURL string
 	// JournalName names the episode stream (EpisodeStream); the model's
 	// name when empty. Servers sharing one NATS need distinct names.
@@ -333,6 +310,23 @@ type ServerConfig struct {
 	// zero); past it
 	// end_episode answers 503 and the episode stays open for a retry.
 	JournalTimeout time.Duration
+	// EpisodeKey signs the episode records this server journals and
+	// verifies the ones its trainer reads (package swarm/record): the
+	// trainer and every front-end of a model share it. Nil: a server of
+	// RoleBoth keeps a key of its own in EpisodeKeyDir (made on first use,
+	// mode 0600), so that a restart verifies what it journaled before; the
+	// split roles, and a RoleBoth server without a directory, refuse to
+	// start with JetStream and no key.
+	EpisodeKey []byte
+	// EpisodeKeyDir is where a RoleBoth server keeps its own key
+	// (record.KeyFile); CheckpointDir when empty.
+	EpisodeKeyDir string
+	// CloseTimeout bounds how long Close waits for a training step, a
+	// weights transfer or a journal delivery in progress
+	// (DefaultCloseTimeout when zero); past it, Close returns without the
+	// final checkpoint, and the journal keeps the episodes of the steps
+	// no checkpoint holds.
+	CloseTimeout time.Duration
 	// Logger receives the server's log; slog.Default() when nil.
 	Logger *slog.Logger
 	// Registry receives the server's Prometheus metrics; a fresh registry
@@ -354,6 +348,7 @@ const (
 	DefaultClosedMemory        = 1 << 16
 	DefaultMaxEpisodeTokens    = 1 << 20
 	DefaultJournalTimeout      = 5 * time.Second
+	DefaultCloseTimeout        = 3 * time.Second
 )
 
 // withDefaults fills c's zero fields.
@@ -385,6 +380,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	dur(&c.ClientActiveTimeout, DefaultClientActiveTimeout)
 	dur(&c.ReapInterval, DefaultReapInterval)
 	dur(&c.JournalTimeout, DefaultJournalTimeout)
+	dur(&c.CloseTimeout, DefaultCloseTimeout)
 	if c.MinAgreeSync == 0 {
 		c.MinAgreeSync = DefaultMinAgreeSync
 	}

@@ -54,8 +54,9 @@
 // content (task, reward, tokens) first, not left in the order its episodes
 // finished, so that a seeded run trains bitwise the same however concurrent
 // clients interleave. Eval episodes never
-// train. Episodes whose oldest completion is more than MaxStaleness versions
-// old are dropped at training time.
+// train. Episodes up to MaxStaleness versions old train off-policy from
+// their recorded log-probabilities; staler ones are dropped. A task short
+// of its group trains after GroupTimeout, in a partial batch.
 //
 // The agree-sync-weight collection methods follow AgentJet: a client joins
 // the active list when it ends a rewarded train episode (unless it sends
@@ -67,8 +68,10 @@
 //
 // stop_engine closes the open episodes but keeps the finished ones for the
 // next start. Every finished episode that is never trained on (stale,
-// dummy, buffer overflow, or still buffered when the process closes) is
-// counted in swarm_dropped_episodes_total{reason} and logged.
+// dummy; without a journal, buffer overflow or still buffered at close;
+// journal messages refused as unsigned, forged, malformed or duplicate) is
+// counted in swarm_dropped_episodes_total{reason}, logged by id, written to
+// DroppedFile and listed by GET /get_training_status.
 //
 // # Observability
 //
@@ -178,7 +181,9 @@
 // front of the /v1 of openai_base_url too). Tokens are compared on their
 // SHA-256 digests in constant time and never appear in answers or logs.
 // Without a token the admin endpoints are open, so CheckListen (and
-// troupe swarm serve) refuse to listen beyond loopback without one.
+// troupe swarm serve) refuse to listen beyond loopback without one, and
+// httpx.Guard and httpx.RequireJSON keep other web pages out (Host, Origin,
+// JSON only). Journaled episodes are signed (package swarm/record).
 //
 // HTTPServer sets read-header, read, write and idle timeouts: a body
 // trickled byte by byte is cut by ReadTimeout, and since the write deadline

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm/record"
 )
 
 // episode is an open episode.
@@ -25,6 +26,7 @@ type episode struct {
 	tokens                          int // prompt + sampled tokens recorded
 	reserved                        int // tokens reserved by completions in flight
 	samples                         []rl.Sample
+	convo                           record.Conversation // for the run directory's sample files
 }
 
 type closedInfo struct {

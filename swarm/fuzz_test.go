@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/openai"
+	"github.com/troupe-ml/troupe/swarm/record"
 	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
@@ -359,7 +360,7 @@ func journalServer(f *testing.F) *Server {
 	tc := testTrainConfig(1, 1)
 	tc.MaxOpenEpisodes = 512
 	tc.MaxResponseTokens = 16
-	s, err := NewServer(ServerConfig{Model: m, Train: tc, Logger: quietLog, MaxBodyBytes: 64 << 10, JetStream: b.JetStream(),
+	s, err := NewServer(ServerConfig{Model: m, Train: tc, Logger: quietLog, MaxBodyBytes: 64 << 10, JetStream: b.JetStream(), EpisodeKey: testEpisodeKey,
 		ReapInterval: 50 * time.Millisecond})
 	if err != nil {
 		f.Fatal(err)
@@ -446,10 +447,12 @@ func FuzzEndEpisodeJournal(f *testing.F) {
 }
 
 // FuzzJournalMessages publishes arbitrary messages on the episode
-// journal's subject, as anyone who can publish on the NATS server could:
-// the trainer's consumer and the training step they reach must not panic,
-// and every message must leave the stream (trained and acknowledged, or
-// dropped and counted).
+// journal's subject, as anyone who can publish on the NATS server could,
+// signed with the episode key, with another key or not at all: the
+// trainer's consumer and the training step they reach must not panic,
+// every message must leave the stream (trained and acknowledged, or
+// dropped and counted by reason), and only correctly signed episodes are
+// taken.
 func FuzzJournalMessages(f *testing.F) {
 	s := journalServer(f)
 	for _, sd := range []string{
@@ -459,18 +462,32 @@ func FuzzJournalMessages(f *testing.F) {
 		`{"id": "d", "reward": 1, "samples": [{"Prompt": [65], "Actions": [66], "Temperature": -1}, {"Prompt": [], "Actions": [67], "Temperature": 1e300}]}`,
 		`{"id": "", "reward": 1}`, `{"id": "e", "reward": "x"}`, `[]`, ``, "\x00",
 	} {
-		f.Add([]byte(sd))
+		for mode := range uint8(3) {
+			f.Add([]byte(sd), mode)
+		}
 	}
 	ctx := context.Background()
 	n := 0
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Fuzz(func(t *testing.T, data []byte, mode uint8) {
 		n++
-		var je api.EpisodeRecord
-		// An episode the consumer takes: decodable, with an id and a reward
-		// end_episode would have accepted (finite, |r| ≤ MaxAbsReward).
-		valid := json.Unmarshal(data, &je) == nil && je.ID != "" && math.Abs(je.Reward) <= s.cfg.MaxAbsReward
+		// Signed with the server's key (mode 0), with another key (1), or
+		// not at all (2). The consumer takes what record.Open accepts and
+		// it has not taken before; the rest is refused, by reason.
+		msg := &nats.Msg{Subject: s.jr.subject, Data: data, Header: nats.Header{}}
+		switch mode % 3 {
+		case 0:
+			msg.Header.Set(record.Header, record.Sign(testEpisodeKey, s.jr.subject, data))
+		case 1:
+			msg.Header.Set(record.Header, record.Sign([]byte("another key of 16+ bytes"), s.jr.subject, data))
+		}
+		je, _, openErr := record.Open(testEpisodeKey, s.jr.subject, data, msg.Header.Get(record.Header), s.cfg.MaxAbsReward)
+		s.mu.Lock()
+		valid := openErr == nil && !s.jr.seen[je.ID]
+		s.mu.Unlock()
+		wantReason := map[uint8]string{1: record.Forged, 2: record.Unsigned}[mode%3]
+		refused := s.drops.Counts()[wantReason]
 		recovered := s.Accounting().Recovered
-		if _, err := s.jr.js.Publish(ctx, s.jr.subject, data, jetstream.WithMsgID(fmt.Sprintf("fuzz-%d-%d", os.Getpid(), n))); err != nil {
+		if _, err := s.jr.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprintf("fuzz-%d-%d", os.Getpid(), n))); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(10 * time.Second)
@@ -489,7 +506,10 @@ func FuzzJournalMessages(f *testing.F) {
 		}
 		a := s.Accounting()
 		if got := a.Recovered - recovered; valid && got != 1 || !valid && got != 0 {
-			t.Fatalf("message %q (an episode: %v) taken into the buffer %d times", data, valid, got)
+			t.Fatalf("message %q (mode %d, an episode: %v) taken into the buffer %d times", data, mode%3, valid, got)
+		}
+		if wantReason != "" && s.drops.Counts()[wantReason] != refused+1 {
+			t.Fatalf("message %q (mode %d) not counted as %s", data, mode%3, wantReason)
 		}
 	})
 }

@@ -1,10 +1,9 @@
 package swarm
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -60,44 +59,13 @@ func requireString(p *string, field string, allowEmpty bool) (string, *httpx.Err
 	return *p, nil
 }
 
-// parseReward validates workflow_output.reward: a number, or a non-empty
-// list of numbers (averaged), each finite with |r| ≤ bound.
+// parseReward validates workflow_output.reward (api.ParseReward).
 func parseReward(wo *api.WorkflowOutput, bound float64) (float64, *httpx.Error) {
-	if wo == nil {
-		return 0, httpx.BadRequest("workflow_output", "missing")
+	r, err := api.ParseReward(wo, bound)
+	if err != nil {
+		return 0, httpx.BadRequest(err.Field, "%s", err.Msg)
 	}
-	if wo.Reward == nil || string(bytes.TrimSpace(*wo.Reward)) == "null" {
-		return 0, httpx.BadRequest("workflow_output.reward", "missing; a finite number is required")
-	}
-	raw := *wo.Reward
-	var x float64
-	if err := json.Unmarshal(raw, &x); err == nil {
-		if !finite(x) {
-			return 0, httpx.BadRequest("workflow_output.reward", "must be finite, got %v", x)
-		}
-		if math.Abs(x) > bound {
-			return 0, httpx.BadRequest("workflow_output.reward", "|reward| must be at most %g, got %g", bound, x)
-		}
-		return x, nil
-	}
-	var xs []float64
-	if err := json.Unmarshal(raw, &xs); err != nil {
-		return 0, httpx.BadRequest("workflow_output.reward", "expected a number or a list of numbers, got %.40s", string(raw))
-	}
-	if len(xs) == 0 {
-		return 0, httpx.BadRequest("workflow_output.reward", "empty list")
-	}
-	var w welford
-	for _, v := range xs {
-		if !finite(v) {
-			return 0, httpx.BadRequest("workflow_output.reward", "must be finite, got %v", v)
-		}
-		if math.Abs(v) > bound {
-			return 0, httpx.BadRequest("workflow_output.reward", "|reward| must be at most %g, got %g", bound, v)
-		}
-		w.add(v)
-	}
-	return w.mean, nil
+	return r, nil
 }
 
 // ---- swarm handlers ---------------------------------------------------------
@@ -271,7 +239,7 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	}
 	var fe *finishedEpisode
 	if ep.kind == api.EpisodeTrain {
-		fe = &finishedEpisode{id: id, taskID: task, client: client, reward: reward, samples: ep.samples, minVersion: -1}
+		fe = &finishedEpisode{id: id, taskID: task, client: client, reward: reward, samples: ep.samples, minVersion: -1, convo: ep.convo.Records()}
 		for i := range fe.samples {
 			fe.samples[i].TaskID = task
 			fe.samples[i].Reward = reward
@@ -444,6 +412,24 @@ func (s *Server) handleIsClaimed(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleEngineStatus(w http.ResponseWriter, r *http.Request) {
 	st, detail, step := s.Status()
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"engine_status": st, "engine_status_detail": detail, "global_step": step})
+}
+
+// handleTrainingStatus answers GET /get_training_status: where the
+// server's episodes went, the staleness policy and the latest drops (their
+// ids shown to admins only).
+func (s *Server) handleTrainingStatus(w http.ResponseWriter, r *http.Request) {
+	admin := s.isAdmin(r)
+	s.mu.Lock()
+	st := api.TrainingStatus{Model: s.model.Name(), Role: cmp.Or(s.cfg.Role, "both"), EngineStatus: s.status, GlobalStep: s.globalStep(),
+		BufferedEpisodes: len(s.batch.finished), MaxStaleness: s.train.MaxStaleness, GroupTimeoutS: s.train.GroupTimeout.Seconds(),
+		Episodes: s.episodeStatesLocked(), DroppedSamples: s.droppedSamples, RecentDrops: s.drops.Recent()}
+	s.mu.Unlock()
+	for i := range st.RecentDrops {
+		if !admin {
+			st.RecentDrops[i].EpisodeID = fmt.Sprintf("%s-dropped-%d", hiddenID, i+1)
+		}
+	}
+	httpx.WriteJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) handleSyncConfig(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,10 @@ import (
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// testEpisodeKey signs the journals of tests whose servers have no
+// directory to keep a key in.
+var testEpisodeKey = []byte("swarm-test-episode-key-0123456789")
+
 type testServer struct {
 	s   *Server
 	ts  *httptest.Server

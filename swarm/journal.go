@@ -6,16 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/bus"
+	"github.com/troupe-ml/troupe/swarm/record"
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
 // The episode journal: every finished train episode is published to a
@@ -65,11 +67,22 @@ type journal struct {
 	consumer *jetstream.ConsumerConfig // as created, for updates
 	replicas int
 
+	key        []byte                   // signs and verifies records (package swarm/record)
 	seqs       map[uint64]*jentry       // journaled episodes not acknowledged yet, by stream sequence
 	trained    map[uint64]bool          // sequences the loaded checkpoint already trained (JournalFile)
 	publishing map[string]bool          // episode ids whose end_episode is publishing
 	early      map[string]jetstream.Msg // delivered while their end_episode was publishing
+	deferred   map[uint64]bool          // handed back while the buffer was full; delivered again later
+	seen       map[string]bool          // episode ids this trainer took, to refuse a second copy
+	seenRing   []string                 // the order of seen, oldest first, bounded by maxSeen
 }
+
+// maxSeen bounds the episode ids a trainer remembers against duplicates.
+const maxSeen = 1 << 16
+
+// deferDelay is how long a journaled episode handed back to a full buffer
+// waits before the stream delivers it again.
+const deferDelay = 5 * time.Second
 
 // jentry is a journaled episode the trainer has not acknowledged yet.
 type jentry struct {
@@ -94,9 +107,10 @@ func JournalStreamConfig(model string, replicas int) jetstream.StreamConfig {
 	}
 }
 
-func openJournal(ctx context.Context, js jetstream.JetStream, model string, replicas int, timeout time.Duration) (*journal, error) {
-	j := &journal{js: js, subject: EpisodeSubject(model), timeout: timeout, replicas: replicas,
-		seqs: map[uint64]*jentry{}, trained: map[uint64]bool{}, publishing: map[string]bool{}, early: map[string]jetstream.Msg{}}
+func openJournal(ctx context.Context, js jetstream.JetStream, model string, replicas int, timeout time.Duration, key []byte) (*journal, error) {
+	j := &journal{js: js, subject: EpisodeSubject(model), timeout: timeout, replicas: replicas, key: key,
+		seqs: map[uint64]*jentry{}, trained: map[uint64]bool{}, publishing: map[string]bool{}, early: map[string]jetstream.Msg{},
+		deferred: map[uint64]bool{}, seen: map[string]bool{}}
 	cfg := JournalStreamConfig(model, replicas)
 	st, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
@@ -106,15 +120,18 @@ func openJournal(ctx context.Context, js jetstream.JetStream, model string, repl
 	return j, nil
 }
 
-// publish journals a finished episode and returns its stream sequence.
+// publish journals a finished episode, signed, and returns its stream
+// sequence.
 func (j *journal) publish(fe *finishedEpisode) (uint64, error) {
-	body, err := json.Marshal(api.EpisodeRecord{ID: fe.id, TaskID: fe.taskID, Client: fe.client, Reward: fe.reward, MinVersion: fe.minVersion, Samples: fe.samples})
+	body, sig, err := record.Seal(j.key, j.subject, api.EpisodeRecord{ID: fe.id, TaskID: fe.taskID, Client: fe.client, Reward: fe.reward,
+		MinVersion: fe.minVersion, Samples: fe.samples, Completions: fe.convo})
 	if err != nil {
-		return 0, fmt.Errorf("encode episode %s: %w", fe.id, err)
+		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
 	defer cancel()
-	ack, err := j.js.Publish(ctx, j.subject, body, jetstream.WithMsgID(fe.id), jetstream.WithExpectStream(j.stream.CachedInfo().Config.Name))
+	msg := &nats.Msg{Subject: j.subject, Data: body, Header: nats.Header{record.Header: []string{sig}}}
+	ack, err := j.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fe.id), jetstream.WithExpectStream(j.stream.CachedInfo().Config.Name))
 	if err != nil {
 		return 0, err
 	}
@@ -171,6 +188,12 @@ func (s *Server) startConsumer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("swarm: consume %s: %w", name, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil { // closed while booting
+		cc.Stop()
+		return errors.New("swarm: closed while booting")
+	}
 	j.consume, j.consumer = cc, &ccfg
 	return nil
 }
@@ -200,10 +223,12 @@ func (s *Server) journaled(msg jetstream.Msg) {
 		s.doAck(msg, seq)
 		return
 	}
-	var je api.EpisodeRecord
-	if err := json.Unmarshal(msg.Data(), &je); err != nil || je.ID == "" || !finite(je.Reward) || math.Abs(je.Reward) > s.cfg.MaxAbsReward {
-		s.log.Error("episode journal: undecodable episode dropped", "seq", seq, "err", err)
-		s.m.dropped.WithLabelValues("undecodable").Inc()
+	je, bad, err := record.Open(s.jr.key, msg.Subject(), msg.Data(), msg.Headers().Get(record.Header), s.cfg.MaxAbsReward)
+	if err != nil {
+		// Acknowledged, so that the stream lets it go: it is never trained.
+		s.log.Error("episode journal: message refused", "reason", record.Reason(err), "subject", msg.Subject(), "seq", seq,
+			"episode", clipID(je.ID), "err", err)
+		s.noteDropLocked(clipID(je.ID), clipID(je.TaskID), record.Reason(err))
 		s.doAck(msg, seq)
 		return
 	}
@@ -213,13 +238,69 @@ func (s *Server) journaled(msg jetstream.Msg) {
 		s.jr.early[je.ID] = msg
 		return
 	}
-	fe := &finishedEpisode{id: je.ID, taskID: je.TaskID, client: je.Client, reward: je.Reward, samples: je.Samples, minVersion: je.MinVersion, seq: seq}
+	redelivered := s.jr.deferred[seq]
+	if !redelivered && s.jr.seen[je.ID] {
+		s.log.Error("episode journal: a second copy of an episode refused", "reason", "duplicate", "subject", msg.Subject(), "seq", seq, "episode", je.ID)
+		s.noteDropLocked(je.ID, je.TaskID, "duplicate")
+		s.doAck(msg, seq)
+		return
+	}
+	if bad > 0 && !redelivered {
+		s.m.droppedSamples.Add(float64(bad))
+		s.droppedSamples += int64(bad)
+		s.log.Warn("episode journal: malformed samples dropped from an episode", "reason", record.MalformedSample, "n", bad,
+			"subject", msg.Subject(), "episode", je.ID)
+	}
+	delete(s.jr.deferred, seq)
+	s.jr.remember(je.ID)
+	fe := &finishedEpisode{id: je.ID, taskID: je.TaskID, client: je.Client, reward: je.Reward, samples: je.Samples,
+		convo: je.Completions, minVersion: je.MinVersion, seq: seq}
 	s.jr.seqs[seq] = &jentry{fe: fe, msg: msg, trained: -1}
-	s.acct.Recovered++
-	s.acct.RecoveredRewardSum += fe.reward
-	s.m.recovered.Inc()
+	if !redelivered {
+		s.acct.Recovered++
+		s.acct.RecoveredRewardSum += fe.reward
+		s.m.recovered.Inc()
+	}
 	s.bufferLocked(fe)
 	s.maybeTriggerLocked()
+}
+
+// remember records an episode id the trainer took (bounded by maxSeen).
+func (j *journal) remember(id string) {
+	if j.seen[id] {
+		return
+	}
+	if len(j.seenRing) >= maxSeen {
+		delete(j.seen, j.seenRing[0])
+		j.seenRing = j.seenRing[1:]
+	}
+	j.seen[id] = true
+	j.seenRing = append(j.seenRing, id)
+}
+
+// clipID bounds an id taken from a refused message for logs and
+// dropped.jsonl.
+func clipID(id string) string {
+	if len(id) > 256 {
+		return id[:256]
+	}
+	return id
+}
+
+// deferLocked hands a journaled episode back to the journal while the
+// buffer is full: its message is negatively acknowledged with a delay
+// (or, not delivered yet, arrives later anyway), so the stream delivers it
+// again, and this process forgets it meanwhile. Nothing is dropped.
+func (s *Server) deferLocked(fe *finishedEpisode) {
+	e := s.jr.seqs[fe.seq]
+	delete(s.jr.seqs, fe.seq)
+	s.jr.deferred[fe.seq] = true
+	s.acct.Deferred++
+	if e != nil && e.msg != nil {
+		if err := e.msg.NakWithDelay(deferDelay); err != nil {
+			s.log.Warn("episode journal: handing an episode back failed; it returns at the next start", "seq", fe.seq, "err", err)
+		}
+	}
 }
 
 // markDoneLocked records that a journaled episode left the buffer: trained
@@ -292,10 +373,15 @@ func (s *Server) doAck(msg jetstream.Msg, seq uint64) {
 type journalRecord struct {
 	Step int64    `json:"step"`
 	Seqs []uint64 `json:"trained_seqs"`
+	// Row is the TrainMetricsFile row of the step, appended once the
+	// checkpoint and the weights are out: a boot that finds the
+	// checkpoint at Step and no row of it appends this one.
+	Row map[string]any `json:"row,omitempty"`
 }
 
 // loadJournalRecord reads JournalFile; its sequences count as trained only
-// when the checkpoint reached its step.
+// when the checkpoint reached its step, and its row is appended to
+// TrainMetricsFile when the process died before it was.
 func (s *Server) loadJournalRecord(step int64) error {
 	b, err := os.ReadFile(filepath.Join(s.cfg.CheckpointDir, JournalFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -311,6 +397,12 @@ func (s *Server) loadJournalRecord(step int64) error {
 	if rec.Step != step {
 		return nil // written for a checkpoint that never landed
 	}
+	if has, err := rundir.HasStep(s.cfg.CheckpointDir, step); err == nil && !has && rec.Row != nil {
+		s.log.Info("restoring the metrics row of the checkpoint's step", "global_step", step)
+		if err := rundir.AppendJSONL(filepath.Join(s.cfg.CheckpointDir, TrainMetricsFile), rec.Row); err != nil {
+			return fmt.Errorf("swarm: %w", err)
+		}
+	}
 	s.mu.Lock()
 	for _, q := range rec.Seqs {
 		s.jr.trained[q] = true
@@ -319,31 +411,7 @@ func (s *Server) loadJournalRecord(step int64) error {
 	return nil
 }
 
-// writeFileAtomic writes name in dir by write, fsync, rename, so that a
-// crash leaves the old file or the new one, never a part.
-func writeFileAtomic(dir, name string, write func(io.Writer) error) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, name+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	err = write(tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
-	}
-	return err
-}
-
-// bytesWriter is writeFileAtomic's write of fixed contents.
+// bytesWriter is rundir.WriteFileAtomic's write of fixed contents.
 func bytesWriter(b []byte) func(io.Writer) error {
 	return func(w io.Writer) error { _, err := w.Write(b); return err }
 }
@@ -410,7 +478,7 @@ func (s *Server) configBucket() (jetstream.KeyValue, error) {
 // TrainConfigBucket without a CheckpointDir).
 func (s *Server) saveTrainConfig(yaml string) error {
 	if s.cfg.CheckpointDir != "" {
-		if err := writeFileAtomic(s.cfg.CheckpointDir, TrainConfigFile, bytesWriter([]byte(yaml))); err != nil {
+		if err := rundir.WriteFileAtomic(s.cfg.CheckpointDir, TrainConfigFile, bytesWriter([]byte(yaml))); err != nil {
 			return fmt.Errorf("swarm: persist training config: %w", err)
 		}
 		return nil

@@ -7,12 +7,26 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/record"
 	"github.com/troupe-ml/troupe/swarm/tabular"
 )
+
+// publishRecord publishes rec on model's episode subject as a front-end
+// holding key does.
+func publishRecord(ctx context.Context, js jetstream.JetStream, key []byte, model string, rec api.EpisodeRecord) (*jetstream.PubAck, error) {
+	body, sig, err := record.Seal(key, EpisodeSubject(model), rec)
+	if err != nil {
+		return nil, err
+	}
+	return js.PublishMsg(ctx, &nats.Msg{Subject: EpisodeSubject(model), Data: body, Header: nats.Header{record.Header: []string{sig}}})
+}
 
 // finish claims, chats once and ends a train episode through the client.
 func finish(t *testing.T, ts *testServer, task string, reward float64) {
@@ -118,10 +132,13 @@ func TestJournalSkipsCheckpointedEpisodes(t *testing.T) {
 		if _, err := js.CreateOrUpdateStream(ctx, JournalStreamConfig("tiny", 1)); err != nil {
 			t.Fatal(err)
 		}
+		key, err := record.LoadOrCreateKey(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var seqs []uint64
 		for i := range 4 {
-			body, _ := json.Marshal(api.EpisodeRecord{ID: string(rune('a' + i)), TaskID: "t", Reward: float64(i), MinVersion: -1})
-			ack, err := js.Publish(ctx, EpisodeSubject("tiny"), body)
+			ack, err := publishRecord(ctx, js, key, "tiny", api.EpisodeRecord{ID: string(rune('a' + i)), TaskID: "t", Reward: float64(i), MinVersion: -1})
 			if err != nil {
 				t.Fatal(err)
 			}

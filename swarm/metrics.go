@@ -17,6 +17,7 @@ type metrics struct {
 	rewardCount      *prometheus.CounterVec
 	batchReward      prometheus.Gauge
 	dropped          *prometheus.CounterVec
+	droppedSamples   prometheus.Counter
 	journalErrors    prometheus.Counter
 	recovered        prometheus.Counter
 	weightsPublished prometheus.Histogram
@@ -48,7 +49,9 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		batchReward: prometheus.NewGauge(prometheus.GaugeOpts{Name: "swarm_batch_reward_mean",
 			Help: "Mean episode reward of the last training batch."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_dropped_episodes_total",
-			Help: "Finished train episodes never trained on, by reason: stale, dummy, overflow (buffer full), shutdown (still buffered when a server without a journal closed), undecodable (a journal message that is not an episode)."}, []string{"reason"}),
+			Help: "Finished train episodes never trained on, by reason: stale (beyond max_staleness), dummy (equal rewards, non-dummy collection), overflow and shutdown (a server without a journal: buffer full, or still buffered at close); journal messages refused: unsigned, forged (the MAC does not match), malformed, duplicate (an episode taken already)."}, []string{"reason"}),
+		droppedSamples: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_dropped_samples_total",
+			Help: "Malformed samples (reason malformed_sample) dropped from journaled episodes whose other samples were trained."}),
 		journalErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_journal_errors_total",
 			Help: "end_episode requests answered 503 because the episode journal did not acknowledge the publish (the episode stayed open)."}),
 		weightsPublished: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "swarm_weights_publish_seconds",
@@ -64,7 +67,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_handler_panics_total", Help: "Panics caught by the recover middleware (should stay 0)."}),
 	}
 	reg.MustRegister(m.episodes, m.open, m.globalStep, m.statusG, m.tokens,
-		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics, m.journalErrors, m.recovered, m.weightsPublished, m.weightsLoaded)
+		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.droppedSamples, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics, m.journalErrors, m.recovered, m.weightsPublished, m.weightsLoaded)
 	m.globalStep.Set(float64(s.model.Version()))
 	m.setStatus(StatusOffline)
 	return m

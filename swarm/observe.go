@@ -1,27 +1,28 @@
 package swarm
 
 import (
-	"encoding/json"
-	"fmt"
 	"math"
-	"os"
 	"path/filepath"
-	"reflect"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/rl"
-	rlmetrics "github.com/troupe-ml/troupe/rl/metrics"
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
-// Files of the run directory (ServerConfig.CheckpointDir).
+// Files of the run directory (ServerConfig.CheckpointDir; package
+// swarm/rundir writes them, package dashboard reads them).
 const (
 	// TrainMetricsFile receives one JSON object per training step (a
 	// TrainStep, its rl.Stats fields flattened; non-finite values as null),
 	// appended so that a restarted server continues the same file.
-	TrainMetricsFile = "train_metrics.jsonl"
+	TrainMetricsFile = rundir.MetricsFile
 	// TrainCurvesFile is a PNG of the reward and loss curves of the steps
 	// this process ran, redrawn at most every curvesEvery and on Close.
-	TrainCurvesFile = "train_curves.png"
+	TrainCurvesFile = rundir.CurvesFile
+	// DroppedFile lists the episodes never trained, one
+	// api.DroppedEpisode per line.
+	DroppedFile = rundir.DroppedFile
 )
 
 // curvesEvery bounds how often the curves are redrawn: a tabular model
@@ -48,35 +49,49 @@ type TrainStep struct {
 	// After a crash a step is trained again from the last checkpoint: in
 	// TrainMetricsFile the last row of a step number is the one that holds.
 	EpisodeIDs []string
+	// Model is the model's name.
+	Model string
+	// CompletionTokensMean is the mean number of sampled tokens per sample.
+	CompletionTokensMean float64
+	// ZeroSpreadGroups is the fraction of the batch's task groups whose
+	// rewards were all equal (no GRPO signal).
+	ZeroSpreadGroups float64
+	// Phases are the step's seconds per phase: "rollout" from the end of
+	// the previous step until the batch was collected, "train" in
+	// Model.Train, "sync" writing the checkpoint and publishing the
+	// weights.
+	Phases map[string]float64
+	// TokensPerS is the completion tokens this server sampled per second
+	// since the previous step; 0 when it sampled none (a trainer whose
+	// front-ends sample).
+	TokensPerS float64
+	// StalenessMean and StalenessMax are how many versions the batch's
+	// samples trail the version the step trained.
+	StalenessMean, StalenessMax float64
+	// EpisodeStates counts the server's episodes by state up to the step.
+	EpisodeStates api.EpisodeStates
+
+	samples []rundir.Sample // the step's sample file
 }
 
 // record flattens the step into the JSON object of TrainMetricsFile.
 func (t TrainStep) record() map[string]any {
 	m := map[string]any{
 		"step": t.Step, "episodes": t.Episodes, "tasks": t.Tasks, "samples": t.Samples,
-		"reward_mean": jsonFloat(t.RewardMean), "reward_std": jsonFloat(t.RewardStd),
+		"reward_mean": rundir.Number(t.RewardMean), "reward_std": rundir.Number(t.RewardStd),
 		"duration_s": t.Duration.Seconds(), "time": t.Time.UTC().Format(time.RFC3339Nano),
-		"episode_ids": t.EpisodeIDs,
+		"episode_ids": t.EpisodeIDs, "model": t.Model, "completion_tokens_mean": rundir.Number(t.CompletionTokensMean),
+		"zero_spread_groups": rundir.Number(t.ZeroSpreadGroups), "staleness_mean": rundir.Number(t.StalenessMean),
+		"staleness_max": rundir.Number(t.StalenessMax), "episodes_by_state": t.EpisodeStates,
 	}
-	v := reflect.ValueOf(t.Stats)
-	for i := range v.NumField() {
-		name := "stats." + v.Type().Field(i).Name
-		switch f := v.Field(i); f.Kind() {
-		case reflect.Float64, reflect.Float32:
-			m[name] = jsonFloat(f.Float())
-		case reflect.Int, reflect.Int64, reflect.Int32:
-			m[name] = f.Int()
-		}
+	if t.Phases != nil {
+		m["phase_s"] = t.Phases
 	}
+	if t.TokensPerS > 0 {
+		m["tokens_per_s"] = rundir.Number(t.TokensPerS)
+	}
+	rundir.AddFields(m, "stats.", t.Stats)
 	return m
-}
-
-// jsonFloat is x, or nil for NaN and ±Inf, which JSON cannot carry.
-func jsonFloat(x float64) any {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return nil
-	}
-	return x
 }
 
 // welford accumulates a mean and variance without summing raw values, so
@@ -101,82 +116,38 @@ func (w *welford) std() float64 {
 	return math.Sqrt(max(w.m2, 0) / float64(w.n))
 }
 
-// trainCurves keeps the series that TrainCurvesFile draws.
-type trainCurves struct {
-	steps, reward, loss []float64
-	drawn               time.Time
-	dirty               bool
-}
-
-// maxCurvePoints bounds the curves' memory; older points are thinned out.
-const maxCurvePoints = 1 << 16
-
-// recordStep reports a finished step: TrainMetricsFile, the curves, then
-// the hook (so that a hook may read the file up to its step). Called from
-// the training goroutine only.
+// recordStep reports a finished step: TrainMetricsFile, its sample file,
+// the curves, then the hook (so that a hook may read the files up to its
+// step). Called from the training goroutine only.
 func (s *Server) recordStep(t TrainStep) {
 	if s.cfg.OnTrainStep != nil {
 		defer s.cfg.OnTrainStep(t)
 	}
-	c := &s.curves
-	if len(c.steps) >= maxCurvePoints {
-		// keep every other point: the curve keeps its shape at half the memory
-		for i := range len(c.steps) / 2 {
-			c.steps[i], c.reward[i], c.loss[i] = c.steps[2*i], c.reward[2*i], c.loss[2*i]
-		}
-		c.steps, c.reward, c.loss = c.steps[:len(c.steps)/2], c.reward[:len(c.reward)/2], c.loss[:len(c.loss)/2]
+	s.curves.Add(t.Step, t.RewardMean, t.Stats.Loss)
+	dir := s.cfg.CheckpointDir
+	if dir == "" {
+		return
 	}
-	c.steps = append(c.steps, float64(t.Step))
-	c.reward = append(c.reward, t.RewardMean)
-	c.loss = append(c.loss, t.Stats.Loss)
-	c.dirty = true
+	if err := rundir.AppendJSONL(filepath.Join(dir, TrainMetricsFile), t.record()); err != nil {
+		s.log.Error("writing training metrics failed", "err", err)
+	}
+	if len(t.samples) > 0 {
+		if err := rundir.WriteSamples(dir, t.Step, t.samples); err != nil {
+			s.log.Error("writing the step's samples failed", "err", err)
+		}
+	}
+	s.plotCurves(curvesEvery)
+}
+
+// plotCurves draws TrainCurvesFile when there are new points drawn no
+// sooner than every ago.
+func (s *Server) plotCurves(every time.Duration) {
 	if s.cfg.CheckpointDir == "" {
 		return
 	}
-	if err := appendJSONL(filepath.Join(s.cfg.CheckpointDir, TrainMetricsFile), t.record()); err != nil {
-		s.log.Error("writing training metrics failed", "err", err)
-	}
-	if time.Since(c.drawn) >= curvesEvery {
-		s.plotCurves()
-	}
-}
-
-// plotCurves draws TrainCurvesFile when there are new points.
-func (s *Server) plotCurves() {
-	c := &s.curves
-	if s.cfg.CheckpointDir == "" || !c.dirty {
-		return
-	}
-	c.drawn, c.dirty = time.Now(), false
-	path := filepath.Join(s.cfg.CheckpointDir, TrainCurvesFile)
-	err := rlmetrics.PlotPNG(path, s.model.Name()+" training", "global step", "",
-		rlmetrics.Series{Name: "reward mean", X: c.steps, Y: c.reward},
-		rlmetrics.Series{Name: "loss", X: c.steps, Y: c.loss})
-	if err != nil {
+	if err := s.curves.Draw(s.cfg.CheckpointDir, s.model.Name()+" training", every); err != nil {
 		s.log.Error("drawing training curves failed", "err", err)
 	}
-}
-
-func appendJSONL(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("swarm: encode %s: %w", path, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("swarm: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("swarm: %w", err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("swarm: append %s: %w", path, err)
-	}
-	return nil
 }
 
 // VerboseLogEntry is one entry of GET /get_verbose_logs (AgentJet's

@@ -66,7 +66,9 @@ func (s *Server) register() {
 	}
 }
 
-func (s *Server) registryURL() string { return cmp.Or(s.cfg.RegistryURL, s.cfg.PublicURL) }
+// registryURL is the URL clients reach this server at: its public URL,
+// else the one it was told (troupe swarm serve: its listen address).
+func (s *Server) registryURL() string { return cmp.Or(s.cfg.PublicURL, s.cfg.RegistryURL) }
 
 func (s *Server) journalName() string { return cmp.Or(s.cfg.JournalName, s.model.Name()) }
 

@@ -20,8 +20,11 @@ func TestRegistry(t *testing.T) {
 	for i, name := range []string{"planner", "executor"} {
 		m, _ := tabular.NewPreset("tiny")
 		ts := startServer(t, m, testTrainConfig(2, 2), func(c *ServerConfig) {
-			c.JetStream, c.JournalName = b.JetStream(), name
+			c.JetStream, c.JournalName, c.EpisodeKey = b.JetStream(), name, testEpisodeKey
 			c.RegistryURL = "http://10.0.0.1:" + string(rune('1'+i)) + "000"
+			if name == "executor" {
+				c.PublicURL = "https://executor.example.org" // what clients use wins over the listen address
+			}
 		})
 		ts.s.register()
 	}
@@ -29,7 +32,7 @@ func TestRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fs) != 2 || fs[0].Model != "executor" || fs[1].Model != "planner" || fs[1].URL != "http://10.0.0.1:1000" {
+	if len(fs) != 2 || fs[0].Model != "executor" || fs[0].URL != "https://executor.example.org" || fs[1].Model != "planner" || fs[1].URL != "http://10.0.0.1:1000" {
 		t.Fatalf("registry: %+v", fs)
 	}
 	if only, _ := ListFrontends(ctx, b.JetStream(), "planner"); len(only) != 1 {

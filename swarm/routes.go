@@ -4,36 +4,48 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/troupe-ml/troupe/dashboard"
 	"github.com/troupe-ml/troupe/internal/httpx"
 )
 
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("POST /claim_episode", s.m.http.Instrument("claim_episode", s.handleClaim))
-	mux.Handle("POST /end_episode", s.m.http.Instrument("end_episode", s.handleEnd))
-	mux.Handle("POST /abort_episode", s.m.http.Instrument("abort_episode", s.handleAbort))
+	// Endpoints that change state take JSON only (httpx.RequireJSON).
+	post := func(path, name string, h http.HandlerFunc) {
+		mux.Handle("POST "+path, s.m.http.Instrument(name, httpx.RequireJSON(h).ServeHTTP))
+	}
+	post("/claim_episode", "claim_episode", s.handleClaim)
+	post("/end_episode", "end_episode", s.handleEnd)
+	post("/abort_episode", "abort_episode", s.handleAbort)
 	mux.Handle("POST /can_continue_episode", s.m.http.Instrument("can_continue_episode", s.handleCanContinue))
 	mux.Handle("POST /is_episode_claimed", s.m.http.Instrument("is_episode_claimed", s.handleIsClaimed))
-	mux.Handle("POST /agree_sync_weight", s.m.http.Instrument("agree_sync_weight", s.handleAgreeSyncWeight))
+	post("/agree_sync_weight", "agree_sync_weight", s.handleAgreeSyncWeight)
 	mux.Handle("GET /get_engine_status", s.m.http.Instrument("get_engine_status", s.handleEngineStatus))
-	mux.Handle("POST /sync_train_config", s.m.http.Instrument("sync_train_config", s.admin(s.handleSyncConfig)))
+	post("/sync_train_config", "sync_train_config", s.admin(s.handleSyncConfig))
+	// AgentJet uploads a zip; the answer refuses it and changes nothing.
 	mux.Handle("POST /sync_train_code", s.m.http.Instrument("sync_train_code", s.admin(s.handleSyncCode)))
-	mux.Handle("POST /start_engine", s.m.http.Instrument("start_engine", s.admin(s.handleStartEngine)))
-	mux.Handle("POST /stop_engine", s.m.http.Instrument("stop_engine", s.admin(s.handleStopEngine)))
+	post("/start_engine", "start_engine", s.admin(s.handleStartEngine))
+	post("/stop_engine", "stop_engine", s.admin(s.handleStopEngine))
 	mux.Handle("POST /get_episode_buffer", s.m.http.Instrument("get_episode_buffer", s.handleEpisodeBuffer))
 	mux.Handle("GET /get_current_batch_rollout_pool_information", s.m.http.Instrument("pool_information", s.handlePoolInfo))
 	mux.Handle("GET /get_server_experiment_dir", s.m.http.Instrument("get_server_experiment_dir", s.handleExperimentDir))
 	mux.Handle("GET /get_verbose_logs", s.m.http.Instrument("get_verbose_logs", s.handleVerboseLogs))
 	mux.Handle("POST /get_verbose_logs", s.m.http.Instrument("get_verbose_logs", s.handleVerboseLogs))
-	mux.Handle("POST /v1/chat/completions", s.m.http.Instrument("chat_completions", s.handleChat))
+	post("/v1/chat/completions", "chat_completions", s.handleChat)
 	mux.Handle("GET /v1/models", s.m.http.Instrument("models", s.handleModels))
 	mux.Handle("GET /v1/models/{id}", s.m.http.Instrument("models", s.handleModel))
 	mux.Handle("GET /health", s.m.http.Instrument("health", s.handleHealth))
+	mux.Handle("GET /get_training_status", s.m.http.Instrument("get_training_status", s.handleTrainingStatus))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	if s.dash != nil {
+		mux.Handle("/dashboard/", s.m.http.Instrument("dashboard", s.admin(http.StripPrefix("/dashboard", s.dash).ServeHTTP)))
+		mux.Handle("GET /dashboard", http.RedirectHandler("dashboard/", http.StatusFound))
+	}
 	mux.Handle("/", s.m.http.Instrument("unknown", s.handleNoRoute))
 	return mux
 }
@@ -66,7 +78,8 @@ func (s *Server) handleNoRoute(w http.ResponseWriter, r *http.Request) {
 	httpx.RouteError(w, &httpx.Error{Status: http.StatusNotFound, Code: "not_found", Msg: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 }
 
-// adminCtxKey marks a request that carried the admin token in its path.
+// adminCtxKey marks a request that carried the admin token in its path;
+// its value is the prefix that carried it.
 type adminCtxKey struct{}
 
 // tokenPrefixPath is the URL path prefix that carries the admin token.
@@ -81,6 +94,7 @@ const tokenPrefixPath = "/t/"
 func (s *Server) tokenPrefix(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path, admin := r.URL.Path, false
+		var prefix string
 		for {
 			rest, ok := strings.CutPrefix(path, tokenPrefixPath)
 			if !ok {
@@ -92,12 +106,13 @@ func (s *Server) tokenPrefix(h http.Handler) http.Handler {
 					Msg: "the /t/<token>/ path prefix carries a wrong admin token, or this server has none"})
 				return
 			}
+			prefix += path[:len(path)-len(after)-1]
 			path, admin = "/"+after, true
 		}
 		if admin {
 			u := *r.URL
 			u.Path, u.RawPath = path, ""
-			r = r.WithContext(context.WithValue(r.Context(), adminCtxKey{}, true))
+			r = r.WithContext(context.WithValue(r.Context(), adminCtxKey{}, prefix))
 			r.URL = &u
 		}
 		h.ServeHTTP(w, r)
@@ -116,7 +131,7 @@ func redactPath(p string) string {
 // isAdmin reports whether the request carries the admin token (path
 // prefix, Authorization: Bearer or X-Admin-Token), or the server has none.
 func (s *Server) isAdmin(r *http.Request) bool {
-	if s.cfg.AdminToken == "" || r.Context().Value(adminCtxKey{}) == true {
+	if _, ok := r.Context().Value(adminCtxKey{}).(string); ok || s.cfg.AdminToken == "" {
 		return true
 	}
 	if tok := r.Header.Get("X-Admin-Token"); tok != "" {
@@ -139,4 +154,22 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// openDashboard makes the dashboard of the run directory, served at
+// /dashboard/ to admins (browsers use the base URL /t/<token>/).
+func (s *Server) openDashboard() error {
+	if err := os.MkdirAll(s.cfg.CheckpointDir, 0o755); err != nil {
+		return fmt.Errorf("swarm: run directory: %w", err)
+	}
+	d, err := dashboard.New(dashboard.Config{Dir: s.cfg.CheckpointDir, Title: s.model.Name(), Logger: s.log,
+		Mount: func(r *http.Request) string {
+			p, _ := r.Context().Value(adminCtxKey{}).(string)
+			return p + "/dashboard"
+		}})
+	if err != nil {
+		return fmt.Errorf("swarm: %w", err)
+	}
+	s.dash = d
+	return nil
 }

@@ -158,6 +158,7 @@ func TestClientQuota(t *testing.T) {
 		held = append(held, r["episode_uuid"].(string))
 	}
 	req, _ := http.NewRequest("POST", u+"/claim_episode", strings.NewReader(`{"client_uuid": "greedy", "episode_type": "eval", "discard_episode_timeout": 10}`))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -465,6 +466,7 @@ func TestLongGenerationOutlivesReadTimeout(t *testing.T) {
 	for _, stream := range []string{"false", "true"} {
 		req, _ := http.NewRequest("POST", ts.URL+"/v1/chat/completions",
 			strings.NewReader(`{"messages": [{"role": "user", "content": "x"}], "max_tokens": 8, "stream": `+stream+`}`))
+		req.Header.Set("Content-Type", "application/json")
 		for k, v := range hdr {
 			req.Header.Set(k, v)
 		}

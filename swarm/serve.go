@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/troupe-ml/troupe/internal/httpx"
 )
 
 // Serve starts a Server for cfg.Model listening on addr ("127.0.0.1:0"
@@ -38,10 +40,10 @@ func Serve(addr string, cfg ServerConfig) (srv *Server, url string, stop func() 
 		srv.Close()
 		return nil, "", nil, err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	hs := srv.HTTPServer()
 	served := make(chan error, 1)
 	go func() {
-		err := hs.Serve(ln)
+		err := hs.Serve(httpx.WrapListener(ln))
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}

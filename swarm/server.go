@@ -1,12 +1,12 @@
 package swarm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -20,9 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/troupe-ml/troupe/api"
+	"github.com/troupe-ml/troupe/dashboard"
 	"github.com/troupe-ml/troupe/internal/httpx"
 	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm/record"
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
 // Engine statuses, spelled as AgentJet's swarm server spells them.
@@ -78,11 +81,25 @@ type Server struct {
 	booted     atomic.Bool // true once the model was loaded (or found fresh) by a boot
 	step       atomic.Int64
 
-	curves trainCurves // touched by the training goroutine only
+	drops          rundir.Drops      // dropped episodes: by reason, the latest, those dropped.jsonl lacks
+	droppedSamples int64             // malformed samples dropped from journaled episodes
+	dash           *dashboard.Server // the run directory's dashboard; nil without CheckpointDir
+
+	// touched by the training goroutine only
+	curves       rundir.Curves
+	tokensAtStep int64 // completionTokens at the previous step
+
+	stepEnd atomic.Int64 // when the previous step (or the boot) ended, Unix nanoseconds
+
+	completionTokens atomic.Int64 // sampled by this server
 
 	kv jetstream.KeyValue // the registry; nil without JetStream or a URL to announce
 	ws *weightStore       // the weights bucket; nil in RoleBoth
 	jr *journal           // nil without ServerConfig.JetStream
+
+	// ctx ends with Close, cutting weights transfers short.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	trainReq chan struct{}
 	stopCh   chan struct{}
@@ -105,12 +122,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		status: StatusOffline, train: cfg.Train, batch: batcher{active: map[string]*activeClient{}},
 		trainReq: make(chan struct{}, 1), stopCh: make(chan struct{}),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.m = newMetrics(s.reg, s)
 	s.eps = newEpisodes(cfg.ClosedMemory, s.m)
 	s.chat = openai.NewHandler(openai.Config{MaxN: cfg.MaxN, MaxRequestTokens: cfg.MaxRequestTokens, MaxBodyBytes: cfg.MaxBodyBytes,
 		WriteTimeout: cfg.Timeouts.Write, OnTokens: func(prompt, completion int) {
 			s.m.tokens.WithLabelValues("prompt").Add(float64(prompt))
 			s.m.tokens.WithLabelValues("completion").Add(float64(completion))
+			s.completionTokens.Add(int64(completion))
 		}})
 	if err := s.openBus(); err != nil {
 		return nil, err
@@ -118,10 +137,16 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := s.loadTrainConfig(); err != nil {
 		return nil, err
 	}
+	if cfg.CheckpointDir != "" {
+		if err := s.openDashboard(); err != nil {
+			return nil, err
+		}
+	}
 	s.step.Store(cfg.Model.Version())
 	s.m.globalStep.Set(float64(s.step.Load()))
 	s.mux = s.routes()
-	s.handler = httpx.Recover(s.tokenPrefix(s.mux), s.m.panics, s.log, redactPath)
+	guard := httpx.GuardConfig{Hosts: httpx.URLHosts(cfg.PublicURL, cfg.RegistryURL)}
+	s.handler = httpx.Recover(s.tokenPrefix(httpx.Guard(s.mux, guard)), s.m.panics, s.log, redactPath)
 	s.wg.Add(2)
 	go s.trainLoop()
 	go s.reapLoop()
@@ -160,7 +185,11 @@ func (s *Server) openBus() error {
 		}
 		s.kv = kv
 	}
-	jr, err := openJournal(ctx, cfg.JetStream, s.journalName(), cfg.JournalReplicas, cfg.JournalTimeout)
+	key, err := s.episodeKey()
+	if err != nil {
+		return err
+	}
+	jr, err := openJournal(ctx, cfg.JetStream, s.journalName(), cfg.JournalReplicas, cfg.JournalTimeout, key)
 	if err != nil {
 		return err
 	}
@@ -168,13 +197,42 @@ func (s *Server) openBus() error {
 	return nil
 }
 
+// episodeKey is the key that signs and verifies the journal's records:
+// ServerConfig.EpisodeKey, or a RoleBoth server's own kept in its
+// directory.
+func (s *Server) episodeKey() ([]byte, error) {
+	if k := s.cfg.EpisodeKey; k != nil {
+		if len(k) < record.MinKeyBytes {
+			return nil, fmt.Errorf("swarm: the episode key has %d bytes, fewer than %d: %s", len(k), record.MinKeyBytes, record.HowTo)
+		}
+		return k, nil
+	}
+	dir := cmp.Or(s.cfg.EpisodeKeyDir, s.cfg.CheckpointDir)
+	if s.cfg.Role != RoleBoth || dir == "" {
+		return nil, fmt.Errorf("swarm: %s on NATS needs an episode key, so that only real episodes are trained (a leaked NATS password alone must not train the model): %s",
+			cmp.Or(s.cfg.Role+" role", "a server without a checkpoint or data directory to keep its own key in"), record.HowTo)
+	}
+	k, err := record.LoadOrCreateKey(dir)
+	if err != nil {
+		return nil, fmt.Errorf("swarm: %w", err)
+	}
+	return k, nil
+}
+
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // HTTPServer returns an http.Server that serves Handler with the
 // configured timeouts (ServerConfig.Timeouts); the caller sets Addr or
-// calls Serve with its listener.
-func (s *Server) HTTPServer() *http.Server { return httpx.NewServer(s.handler, s.cfg.Timeouts, s.log) }
+// calls Serve with its listener. Its Shutdown ends the dashboard's event
+// streams, which would otherwise hold it.
+func (s *Server) HTTPServer() *http.Server {
+	hs := httpx.NewServer(s.handler, s.cfg.Timeouts, s.log)
+	if s.dash != nil {
+		hs.RegisterOnShutdown(func() { s.dash.Close() })
+	}
+	return hs
+}
 
 // CheckListen refuses to serve the admin endpoints unauthenticated beyond
 // loopback: it returns an error when host (a listen address's host part:
@@ -271,6 +329,7 @@ func (s *Server) boot() error {
 	}
 	s.status, s.detail = StatusRolling, "collecting episodes"
 	s.booted.Store(true)
+	s.stepEnd.Store(time.Now().UnixNano())
 	s.m.globalStep.Set(float64(s.step.Load()))
 	s.m.setStatus(s.status)
 	s.log.Info("engine rolling", "global_step", s.step.Load())
@@ -303,7 +362,11 @@ func (s *Server) loadCheckpoint() error {
 // rename). With a journal it first records which journaled episodes the
 // checkpoint trained (JournalFile) and acknowledges them afterwards. It is a
 // no-op without a CheckpointDir.
-func (s *Server) Checkpoint() error {
+func (s *Server) Checkpoint() error { return s.checkpoint(nil) }
+
+// checkpoint is Checkpoint with the metrics row of the step it holds, kept
+// in JournalFile until the row is written.
+func (s *Server) checkpoint(row map[string]any) error {
 	if s.cfg.CheckpointDir == "" {
 		return nil
 	}
@@ -314,15 +377,18 @@ func (s *Server) Checkpoint() error {
 	step := s.model.Version()
 	if s.jr != nil {
 		s.mu.Lock()
-		rec := journalRecord{Step: step, Seqs: s.trainedSeqsLocked(step)}
+		rec := journalRecord{Step: step, Seqs: s.trainedSeqsLocked(step), Row: row}
 		s.mu.Unlock()
-		b, _ := json.Marshal(rec)
-		if err := writeFileAtomic(s.cfg.CheckpointDir, JournalFile, bytesWriter(b)); err != nil {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("swarm: checkpoint: %w", err)
+		}
+		if err := rundir.WriteFileAtomic(s.cfg.CheckpointDir, JournalFile, bytesWriter(b)); err != nil {
 			return fmt.Errorf("swarm: checkpoint: %w", err)
 		}
 	}
 	final := filepath.Join(s.cfg.CheckpointDir, CheckpointFile)
-	if err := writeFileAtomic(s.cfg.CheckpointDir, CheckpointFile, s.model.Save); err != nil {
+	if err := rundir.WriteFileAtomic(s.cfg.CheckpointDir, CheckpointFile, s.model.Save); err != nil {
 		return fmt.Errorf("swarm: checkpoint %s: %w", final, err)
 	}
 	if s.jr != nil {
@@ -357,21 +423,39 @@ func (s *Server) Stop() {
 // Close stops the background goroutines and, with a CheckpointDir, writes a
 // final checkpoint (what the binary does on SIGTERM) — but only if the engine
 // ever booted, so that a server whose boot failed never overwrites the last
-// good checkpoint with untrained weights. The handler must not be used
-// afterwards.
+// good checkpoint with untrained weights. It waits at most
+// ServerConfig.CloseTimeout for a training step or a weights transfer in
+// progress (transfers are cut short); past it there is no final
+// checkpoint, and the journal keeps every episode no checkpoint holds. The
+// handler must not be used afterwards.
 func (s *Server) Close() error {
 	var err error
 	s.closeMu.Do(func() {
 		close(s.stopCh)
+		s.cancel()
 		// Watchers and consumers first: the goroutines that read them
 		// return once they are stopped.
+		s.mu.Lock()
 		if s.ws != nil && s.ws.w != nil {
 			s.ws.w.Stop()
 		}
 		if s.jr != nil && s.jr.consume != nil {
 			s.jr.consume.Stop()
 		}
-		s.wg.Wait()
+		s.mu.Unlock()
+		if s.dash != nil {
+			s.dash.Close()
+		}
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(s.cfg.CloseTimeout):
+			s.log.Warn("closing while a training step or weights transfer runs: no final checkpoint; the journal keeps the episodes no checkpoint holds",
+				"waited", s.cfg.CloseTimeout)
+			s.flushDrops()
+			return
+		}
 		s.mu.Lock()
 		if s.jr == nil {
 			// Nothing keeps them across processes: say so.
@@ -383,7 +467,8 @@ func (s *Server) Close() error {
 			s.log.Info("buffered episodes stay in the journal for the next start", "n", len(s.batch.finished))
 		}
 		s.mu.Unlock()
-		s.plotCurves()
+		s.flushDrops()
+		s.plotCurves(0)
 		if s.booted.Load() && s.cfg.Role != RoleRollout {
 			err = s.Checkpoint()
 		}
@@ -410,6 +495,7 @@ func (s *Server) reapLoop() {
 			return
 		case now := <-t.C:
 			s.reap(now)
+			s.flushDrops()
 			if s.kv != nil && now.Sub(registered) >= RegistryTTL/3 {
 				s.register()
 				registered = now
@@ -439,9 +525,13 @@ func (s *Server) reap(now time.Time) int {
 			expired++
 		}
 	}
+	if expired > 0 || s.train.GroupTimeout > 0 && len(s.batch.finished) > 0 {
+		// The remaining clients may all have agreed, or a task may have
+		// waited its GroupTimeout.
+		s.maybeTriggerLocked()
+	}
 	if expired > 0 {
 		s.log.Info("inactive clients left the active list", "n", expired)
-		s.maybeTriggerLocked() // the remaining clients may all have agreed
 	}
 	return len(idle)
 }
@@ -452,5 +542,3 @@ func (s *Server) WithModel(f func(Model)) {
 	defer s.trainMu.Unlock()
 	f(s.model)
 }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -261,6 +261,7 @@ func TestStreamDisconnect(t *testing.T) {
 	defer cancel()
 	body := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":32,"stream":true}`
 	hr, _ := http.NewRequestWithContext(rctx, http.MethodPost, ep.BaseURL+"/chat/completions", strings.NewReader(body))
+	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+ep.APIKey)
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {

@@ -265,6 +265,7 @@ func TestToolsNeedToolTemplate(t *testing.T) {
 func streamChunks(t *testing.T, url, body string, hdr map[string]string) []api.ChatChunk {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

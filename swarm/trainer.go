@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
 // finishedEpisode is a train episode that ended with a reward and waits
@@ -16,8 +18,10 @@ type finishedEpisode struct {
 	id, taskID, client string
 	reward             float64
 	samples            []rl.Sample
-	minVersion         int64  // oldest parameter version among its completions; -1 when none
-	seq                uint64 // its sequence in the episode journal; 0 when not journaled
+	convo              []api.CompletionRecord // for the step's sample file
+	minVersion         int64                  // oldest parameter version among its completions; -1 when none
+	seq                uint64                 // its sequence in the episode journal; 0 when not journaled
+	arrived            time.Time              // when this process buffered it (TrainConfig.GroupTimeout)
 }
 
 // activeClient is a client on the agree-sync-weight active list: it ended a
@@ -40,6 +44,7 @@ type Accounting struct {
 	BufferedRewardSum           float64
 	Recovered                   int64 // replayed from the journal at boot (ended before a restart) or published by another front-end
 	RecoveredRewardSum          float64
+	Deferred                    int64 // journaled episodes handed back to the journal while the buffer was full (delivered again later)
 	Reclaimed, Aborted, Claimed int64
 }
 
@@ -69,8 +74,10 @@ func bufferLimit(tc TrainConfig) int {
 // selectBatch picks the episodes of the next training batch according to
 // tc's collection method. With take, the chosen episodes are removed from
 // the buffer, and so are stale ones (more than tc.MaxStaleness versions
-// behind step cur) and dummy tasks, which drop receives.
-func (b *batcher) selectBatch(tc TrainConfig, cur int64, take bool, drop func(*finishedEpisode, string)) ([]*finishedEpisode, bool) {
+// behind step cur) and dummy tasks, which drop receives. A task whose
+// oldest episode has waited tc.GroupTimeout by now is ready short of its
+// group and makes a batch short of BatchSize (a partial batch).
+func (b *batcher) selectBatch(tc TrainConfig, cur int64, now time.Time, take bool, drop func(*finishedEpisode, string)) ([]*finishedEpisode, bool) {
 	if take {
 		b.finished = slices.DeleteFunc(b.finished, func(fe *finishedEpisode) bool {
 			if fe.minVersion >= 0 && cur-fe.minVersion > tc.MaxStaleness {
@@ -105,9 +112,10 @@ func (b *batcher) selectBatch(tc TrainConfig, cur int64, take bool, drop func(*f
 		return batch, true
 	case CollectEpisodes:
 		need := tc.BatchSize * tc.NumRepeat
-		if len(b.finished) < need {
+		if len(b.finished) < need && !(len(b.finished) > 0 && expired(tc, b.finished, now)) {
 			return nil, false
 		}
+		need = min(need, len(b.finished))
 		if !take {
 			return nil, true
 		}
@@ -125,20 +133,24 @@ func (b *batcher) selectBatch(tc TrainConfig, cur int64, take bool, drop func(*f
 	}
 	chosen := map[string]bool{}
 	dummy := map[string]bool{}
+	partial := false
 	for _, t := range order {
 		eps := byTask[t]
-		if len(eps) < tc.NumRepeat {
+		late := expired(tc, eps, now)
+		if len(eps) < tc.NumRepeat && !late {
 			continue
 		}
 		if tc.CollectionMethod == CollectNonDummyTasks && !slices.ContainsFunc(eps[1:], func(fe *finishedEpisode) bool { return fe.reward != eps[0].reward }) {
 			dummy[t] = true
+			partial = partial || late // dropped with the partial batch
 			continue
 		}
 		if len(chosen) < tc.BatchSize {
 			chosen[t] = true
+			partial = partial || late
 		}
 	}
-	if len(chosen) < tc.BatchSize {
+	if len(chosen) < tc.BatchSize && !partial {
 		return nil, false
 	}
 	if !take {
@@ -158,6 +170,19 @@ func (b *batcher) selectBatch(tc TrainConfig, cur int64, take bool, drop func(*f
 	}
 	b.finished = rest
 	return batch, true
+}
+
+// expired reports whether the oldest of eps has waited tc.GroupTimeout.
+func expired(tc TrainConfig, eps []*finishedEpisode, now time.Time) bool {
+	if tc.GroupTimeout <= 0 {
+		return false
+	}
+	for _, fe := range eps {
+		if now.Sub(fe.arrived) >= tc.GroupTimeout {
+			return true
+		}
+	}
+	return false
 }
 
 // sortBatch puts a training batch in an order fixed by its content (task,
@@ -183,7 +208,7 @@ func sortBatch(batch []*finishedEpisode) {
 // ruleMetLocked reports whether the finished episodes satisfy the
 // collection rule.
 func (s *Server) ruleMetLocked() bool {
-	_, ok := s.batch.selectBatch(s.train, s.step.Load(), false, nil)
+	_, ok := s.batch.selectBatch(s.train, s.step.Load(), time.Now(), false, nil)
 	return ok
 }
 
@@ -221,9 +246,15 @@ func (s *Server) acceptFinishedLocked(fe *finishedEpisode) {
 	s.bufferLocked(fe)
 }
 
-// bufferLocked appends a finished episode to the buffer of the next batch,
-// dropping the oldest beyond the buffer's bound.
+// bufferLocked appends a finished episode to the buffer of the next batch.
+// Beyond the buffer's bound, a journaled episode goes back to the journal,
+// which delivers it again later; without a journal the oldest is dropped.
 func (s *Server) bufferLocked(fe *finishedEpisode) {
+	fe.arrived = time.Now()
+	if fe.seq != 0 && len(s.batch.finished) >= bufferLimit(s.train) {
+		s.deferLocked(fe)
+		return
+	}
 	s.batch.finished = append(s.batch.finished, fe)
 	if lim := bufferLimit(s.train); len(s.batch.finished) > lim {
 		n := len(s.batch.finished) - lim
@@ -237,11 +268,33 @@ func (s *Server) bufferLocked(fe *finishedEpisode) {
 // dropLocked counts and logs a finished train episode that will never be
 // trained on.
 func (s *Server) dropLocked(fe *finishedEpisode, reason string) {
-	s.m.dropped.WithLabelValues(reason).Inc()
 	s.markDoneLocked(fe, -1)
 	s.acct.Dropped++
 	s.acct.DroppedRewardSum += fe.reward
+	s.noteDropLocked(fe.id, fe.taskID, reason)
 	s.log.Warn("finished episode dropped", "reason", reason, "episode", fe.id, "task_id", fe.taskID, "reward", fe.reward, "min_version", fe.minVersion)
+}
+
+// noteDropLocked counts a dropped episode by reason and keeps it for
+// dropped.jsonl (written off the request path by flushDrops) and the
+// training status.
+func (s *Server) noteDropLocked(id, task, reason string) {
+	s.m.dropped.WithLabelValues(reason).Inc()
+	s.drops.Add(api.DroppedEpisode{Time: time.Now().UTC(), EpisodeID: id, TaskID: task, Reason: reason})
+}
+
+// flushDrops appends the dropped episodes not written yet to the run
+// directory's dropped.jsonl.
+func (s *Server) flushDrops() {
+	if err := s.drops.Flush(s.cfg.CheckpointDir); err != nil {
+		s.log.Error("writing dropped episodes failed", "err", err)
+	}
+}
+
+// episodeStatesLocked counts the server's episodes by state.
+func (s *Server) episodeStatesLocked() api.EpisodeStates {
+	return api.EpisodeStates{Claimed: s.acct.Claimed, Open: int64(len(s.eps.open)), Ended: s.acct.Ended + s.acct.Recovered,
+		Aborted: s.acct.Aborted, Expired: s.acct.Reclaimed, Dropped: s.drops.Counts()}
 }
 
 func (s *Server) trainLoop() {
@@ -288,17 +341,18 @@ func (s *Server) trainOnce() {
 	s.training = true
 	syncStart := time.Now()
 	agree := agreeMethod(s.train.CollectionMethod)
-	batch, ok := s.batch.selectBatch(s.train, s.step.Load(), true, s.dropLocked)
+	batch, ok := s.batch.selectBatch(s.train, s.step.Load(), syncStart, true, s.dropLocked)
 	// Leaving ROLLING: every vote is spent (AgentJet resets its active
 	// client list here).
 	clear(s.batch.active)
 	s.mu.Unlock()
 
-	var stats rl.Stats
+	var ts *TrainStep
 	var err error
 	step := s.step.Load()
 	if ok {
-		stats, step, err = s.trainBatch(batch)
+		ts, err = s.trainBatch(batch)
+		step = s.step.Load()
 	}
 	if agree {
 		// AgentJet's client, having agreed, waits to see the sync it
@@ -321,17 +375,33 @@ func (s *Server) trainOnce() {
 		if err != nil {
 			s.detail = "last training step failed: " + err.Error()
 		}
-		if ok && err == nil {
-			s.lastStats = stats
+		if ts != nil {
+			s.lastStats = ts.Stats
 		}
 		s.m.setStatus(s.status)
 		s.maybeTriggerLocked()
 	}
 	every := s.train.CheckpointEvery
+	if ts != nil {
+		ts.EpisodeStates = s.episodeStatesLocked()
+	}
 	s.mu.Unlock()
 	s.m.globalStep.Set(float64(step))
+	if ts != nil {
+		prev := time.Unix(0, s.stepEnd.Load())
+		ts.Phases = map[string]float64{"rollout": syncStart.Sub(prev).Seconds(), "train": ts.Duration.Seconds()}
+		if n := s.completionTokens.Load(); n > s.tokensAtStep {
+			ts.TokensPerS = float64(n-s.tokensAtStep) / time.Since(prev).Seconds()
+			s.tokensAtStep = n
+		}
+	}
+	publish := time.Now()
 	if ok && err == nil && every > 0 && step > 0 && step%int64(every) == 0 {
-		if err := s.Checkpoint(); err != nil {
+		var row map[string]any
+		if ts != nil {
+			row = ts.record()
+		}
+		if err := s.checkpoint(row); err != nil {
 			s.log.Error("checkpoint failed", "err", err)
 		}
 	}
@@ -340,21 +410,52 @@ func (s *Server) trainOnce() {
 			s.log.Error("weights not published; front-ends keep the previous step", "err", err)
 		}
 	}
+	if ts != nil {
+		ts.Phases["sync"] = time.Since(publish).Seconds()
+		s.recordStep(*ts)
+		s.stepEnd.Store(time.Now().UnixNano())
+	}
+	s.flushDrops()
 }
 
-// trainBatch runs Model.Train on a batch and records the step; it returns
-// the step's statistics and the global step after it.
-func (s *Server) trainBatch(batch []*finishedEpisode) (rl.Stats, int64, error) {
+// trainBatch runs Model.Train on a batch; it returns the step it made, or
+// nil when nothing was trained (no samples, or an error).
+func (s *Server) trainBatch(batch []*finishedEpisode) (*TrainStep, error) {
+	sortBatch(batch)
+	cur := s.step.Load()
+	ts := &TrainStep{Model: s.model.Name(), Episodes: len(batch)}
 	var samples []rl.Sample
 	var rs welford
-	var rsum float64
-	tasks := map[string]bool{}
-	sortBatch(batch)
+	var rsum, toks, lag float64
+	groups := map[string][]float64{}
 	for _, fe := range batch {
 		samples = append(samples, fe.samples...)
 		rs.add(fe.reward)
 		rsum += fe.reward
-		tasks[fe.taskID] = true
+		groups[fe.taskID] = append(groups[fe.taskID], fe.reward)
+		ts.EpisodeIDs = append(ts.EpisodeIDs, fe.id)
+		for i := range fe.samples {
+			toks += float64(len(fe.samples[i].Actions))
+			d := float64(cur - fe.samples[i].Version)
+			lag += d
+			ts.StalenessMax = max(ts.StalenessMax, d)
+		}
+		if s.cfg.CheckpointDir != "" {
+			line := rundir.Sample{EpisodeID: fe.id, TaskID: fe.taskID, Reward: fe.reward, RewardComponents: map[string]float64{}, Completions: fe.convo}
+			if fe.minVersion >= 0 {
+				line.Version = &fe.minVersion
+			}
+			ts.samples = append(ts.samples, line)
+		}
+	}
+	for _, rewards := range groups {
+		if !slices.ContainsFunc(rewards, func(r float64) bool { return r != rewards[0] }) {
+			ts.ZeroSpreadGroups++
+		}
+	}
+	ts.ZeroSpreadGroups /= float64(max(len(groups), 1))
+	if n := float64(len(samples)); n > 0 {
+		ts.CompletionTokensMean, ts.StalenessMean = toks/n, lag/n
 	}
 	s.m.batchReward.Set(rs.mean)
 	s.mu.Lock()
@@ -363,10 +464,9 @@ func (s *Server) trainBatch(batch []*finishedEpisode) (rl.Stats, int64, error) {
 	s.mu.Unlock()
 	start := time.Now()
 	s.trainMu.Lock()
-	var stats rl.Stats
 	var err error
 	if len(samples) > 0 {
-		stats, err = s.model.Train(samples)
+		ts.Stats, err = s.model.Train(samples)
 	}
 	step := s.model.Version()
 	s.step.Store(step)
@@ -378,25 +478,21 @@ func (s *Server) trainBatch(batch []*finishedEpisode) (rl.Stats, int64, error) {
 	}
 	s.mu.Unlock()
 	s.trainMu.Unlock()
-	dur := time.Since(start)
-	s.m.trainSeconds.Observe(dur.Seconds())
+	ts.Duration = time.Since(start)
+	s.m.trainSeconds.Observe(ts.Duration.Seconds())
 	if err != nil || len(samples) == 0 {
-		return stats, step, err
+		return nil, err
 	}
 	s.m.trainSteps.Inc()
-	ts := TrainStep{Step: step, Episodes: len(batch), Tasks: len(tasks), Samples: len(samples),
-		RewardMean: rs.mean, RewardStd: rs.std(), Duration: dur, Time: time.Now(), Stats: stats}
-	for _, fe := range batch {
-		ts.EpisodeIDs = append(ts.EpisodeIDs, fe.id)
-	}
+	ts.Step, ts.Tasks, ts.Samples, ts.Time = step, len(groups), len(samples), time.Now()
+	ts.RewardMean, ts.RewardStd = rs.mean, rs.std()
 	s.log.Info("training step", "global_step", step, "episodes", len(batch), "samples", len(samples),
-		"loss", stats.Loss, "grad_norm", stats.GradNorm, "reward_mean", rs.mean, "reward_std", ts.RewardStd,
-		"skipped_groups", stats.SkippedGroups, "duration", dur)
+		"loss", ts.Stats.Loss, "grad_norm", ts.Stats.GradNorm, "reward_mean", rs.mean, "reward_std", ts.RewardStd,
+		"skipped_groups", ts.Stats.SkippedGroups, "staleness_max", ts.StalenessMax, "duration", ts.Duration)
 	s.mu.Lock()
-	s.vlogLocked("train", fmt.Sprintf("step %d: %d episodes, reward mean %.4g, loss %.4g", step, len(batch), rs.mean, stats.Loss))
+	s.vlogLocked("train", fmt.Sprintf("step %d: %d episodes, reward mean %.4g, loss %.4g", step, len(batch), rs.mean, ts.Stats.Loss))
 	s.mu.Unlock()
-	s.recordStep(ts)
-	return stats, step, nil
+	return ts, nil
 }
 
 // Accounting returns the episode accounting (tests use it to show that no

@@ -5,13 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/troupe-ml/troupe/bus"
+	"github.com/troupe-ml/troupe/swarm/weightstore"
 )
 
 // Server roles. A model's trainer and its rollout front-ends may run as
@@ -32,32 +30,11 @@ const (
 
 // WeightsBucket is the JetStream object-store bucket holding a model's
 // published weights, one object per step (WeightsObject), the last two
-// kept. Objects are chunked by the object store, so a large model's
-// weights need no special handling.
-func WeightsBucket(model string) string { return "TROUPE_WEIGHTS_" + bus.Subject(model) }
+// kept (package swarm/weightstore).
+func WeightsBucket(model string) string { return weightstore.Bucket(model) }
 
 // WeightsObject names the weights of one step in WeightsBucket.
-func WeightsObject(step int64) string { return fmt.Sprintf("step-%012d", step) }
-
-// weightsStep parses an object name: the step, and whether it is one part
-// of a step's weights (step-N.pK) rather than the object that announces
-// the step.
-func weightsStep(name string) (step int64, part, ok bool) {
-	s, ok := strings.CutPrefix(name, "step-")
-	if !ok {
-		return 0, false, false
-	}
-	s, _, part = strings.Cut(s, ".p")
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, part, err == nil && n >= 0
-}
-
-// weightsPart is the size of one object when a step's weights are split.
-// The object store publishes an object's chunks without waiting for their
-// acknowledgements, and a whole 1 GB model at once overruns a server's
-// ingest queue (it answers 429); parts of this size are put one after the
-// other, and the step's own object, naming the part count, comes last.
-var weightsPart = 32 << 20 // a variable so that tests can split small weights
+func WeightsObject(step int64) string { return weightstore.Object(step) }
 
 const keepWeights = 2
 
@@ -90,20 +67,15 @@ func (s *Server) publishWeights(step int64) error {
 		return fmt.Errorf("swarm: serialise weights of step %d: %w", step, err)
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*s.cfg.JournalTimeout+time.Duration(buf.Len()/(1<<20))*time.Second)
+	// Close cuts a transfer short: front-ends keep the previous step.
+	ctx, cancel := context.WithTimeout(s.ctx, 10*s.cfg.JournalTimeout+time.Duration(buf.Len()/(1<<20))*time.Second)
 	defer cancel()
-	if err := putWeights(ctx, s.ws.obs, step, buf.Bytes()); err != nil {
+	if err := weightstore.Put(ctx, s.ws.obs, step, buf.Bytes()); err != nil {
 		return fmt.Errorf("swarm: publish weights of step %d: %w", step, err)
 	}
 	s.m.weightsPublished.Observe(time.Since(start).Seconds())
-	lister, err := s.ws.obs.List(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil // the weights are out; pruning waits for the next step
-	}
-	for _, info := range lister {
-		if n, _, ok := weightsStep(info.Name); ok && n <= step-keepWeights {
-			s.ws.obs.Delete(ctx, info.Name)
-		}
+	if err := weightstore.Prune(ctx, s.ws.obs, step-keepWeights); err != nil {
+		s.log.Warn("pruning published weights failed; the next step tries again", "err", err)
 	}
 	return nil
 }
@@ -111,9 +83,15 @@ func (s *Server) publishWeights(step int64) error {
 // watchWeights (rollout role) loads every newer step the trainer
 // publishes, starting with the newest already in the bucket.
 func (s *Server) watchWeights() error {
-	w, err := s.ws.obs.Watch(context.Background(), jetstream.IgnoreDeletes())
+	w, err := s.ws.obs.Watch(s.ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return fmt.Errorf("swarm: watch %s: %w", WeightsBucket(s.journalName()), err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil { // closed while booting
+		w.Stop()
+		return errors.New("swarm: closed while booting")
 	}
 	s.ws.w = w
 	s.wg.Add(1)
@@ -123,7 +101,7 @@ func (s *Server) watchWeights() error {
 			if info == nil {
 				continue // the end of the initial listing
 			}
-			step, part, ok := weightsStep(info.Name)
+			step, part, ok := weightstore.Parse(info.Name)
 			if !ok || part || step <= s.step.Load() {
 				continue
 			}
@@ -137,9 +115,9 @@ func (s *Server) watchWeights() error {
 
 func (s *Server) loadPublished(info *jetstream.ObjectInfo, step int64) error {
 	name := info.Name
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
 	defer cancel()
-	b, err := getWeights(ctx, s.ws.obs, info)
+	b, err := weightstore.Get(ctx, s.ws.obs, info)
 	if err != nil {
 		return err
 	}
@@ -157,49 +135,9 @@ func (s *Server) loadPublished(info *jetstream.ObjectInfo, step int64) error {
 	return nil
 }
 
-// putWeights stores one step's weights: one object, or parts of
-// weightsPart bytes followed by the step's object naming their count.
-func putWeights(ctx context.Context, obs jetstream.ObjectStore, step int64, data []byte) error {
-	name := WeightsObject(step)
-	if len(data) <= weightsPart {
-		_, err := obs.PutBytes(ctx, name, data)
-		return err
-	}
-	n := (len(data) + weightsPart - 1) / weightsPart
-	for i := range n {
-		part := data[i*weightsPart : min(len(data), (i+1)*weightsPart)]
-		if _, err := obs.PutBytes(ctx, fmt.Sprintf("%s.p%05d", name, i), part); err != nil {
-			return err
-		}
-	}
-	_, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: map[string]string{"parts": strconv.Itoa(n)}}, bytes.NewReader(nil))
-	return err
-}
-
-// getWeights reads what putWeights stored under info.
-func getWeights(ctx context.Context, obs jetstream.ObjectStore, info *jetstream.ObjectInfo) ([]byte, error) {
-	p, ok := info.Metadata["parts"]
-	if !ok {
-		return obs.GetBytes(ctx, info.Name)
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil || n < 1 || n > 1<<20 {
-		return nil, fmt.Errorf("object %s: bad part count %q", info.Name, p)
-	}
-	var out []byte
-	for i := range n {
-		b, err := obs.GetBytes(ctx, fmt.Sprintf("%s.p%05d", info.Name, i))
-		if err != nil {
-			return nil, fmt.Errorf("object %s part %d of %d: %w", info.Name, i, n, err)
-		}
-		out = append(out, b...)
-	}
-	return out, nil
-}
-
 // PublishWeights stores one step's weights in obs (a WeightsBucket) as a
 // trainer does, so that a program other than a swarm server (an
 // evaluator, a benchmark) can take part.
 func PublishWeights(ctx context.Context, obs jetstream.ObjectStore, step int64, data []byte) error {
-	return putWeights(ctx, obs, step, data)
+	return weightstore.Put(ctx, obs, step, data)
 }

@@ -51,6 +51,7 @@ func (a *attacker) claim(client string) (code int, id, key string, hdr http.Head
 	a.t.Helper()
 	req, _ := http.NewRequest("POST", a.base+"/claim_episode", strings.NewReader(
 		`{"client_uuid": "`+client+`", "episode_type": "train", "discard_episode_timeout": 600, "throttle_policy": {"current_task_id": "t"}}`))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		a.t.Fatal(err)
@@ -82,7 +83,7 @@ func attackEnd(client, id, reward string) string {
 // healthy afterwards.
 func TestAttackProbes(t *testing.T) {
 	port := freePort(t)
-	args := []string{"swarm", "serve", "--port", fmt.Sprint(port), "--autostart"}
+	args := []string{"swarm", "serve", "--port", fmt.Sprint(port), "--autostart", "--checkpoint-dir", t.TempDir()}
 	readTimeout := 30 * time.Second
 	if testing.Short() {
 		readTimeout = 3 * time.Second
@@ -126,7 +127,8 @@ func TestAttackProbes(t *testing.T) {
 		{"GET", "/get_current_batch_rollout_pool_information"}, {"POST", "/get_episode_buffer"},
 		{"GET", "/get_verbose_logs"}, {"POST", "/get_verbose_logs"}, {"GET", "/get_engine_status"}, {"GET", "/health"},
 		{"GET", "/metrics"}, {"GET", "/v1/models"}, {"GET", "/get_server_experiment_dir"}, {"GET", "/nope"},
-		{"GET", "/t/wrong/get_current_batch_rollout_pool_information"},
+		{"GET", "/t/wrong/get_current_batch_rollout_pool_information"}, {"GET", "/get_training_status"}, {"GET", "/dashboard/"},
+		{"GET", "/dashboard/api/run/_/steps"},
 	}
 	for _, v := range views {
 		for name, hdr := range map[string]map[string]string{"no credentials": nil, "wrong token": {"Authorization": "Bearer " + attackToken + "x"},

@@ -17,7 +17,11 @@ import (
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/swarm"
 	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/record"
 )
+
+// testEpisodeKey is the episode key of tests whose processes share a NATS.
+const testEpisodeKey = "cmd-troupe-test-episode-key-6c1f0a"
 
 // TestMain lets a test run the troupe command as a process of its own (the
 // test binary re-executed with TROUPE_TEST_MAIN=1), so that it can be
@@ -114,8 +118,9 @@ func waitRolling(t *testing.T, c *client.Client) api.EngineStatus {
 	return st
 }
 
-// finishEpisode claims, chats once and ends one train episode of task.
-func finishEpisode(t *testing.T, c *client.Client, task string, reward float64) {
+// finishEpisode claims, chats once and ends one train episode of task; it
+// returns the episode's id.
+func finishEpisode(t *testing.T, c *client.Client, task string, reward float64) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -129,12 +134,14 @@ func finishEpisode(t *testing.T, c *client.Client, task string, reward float64) 
 	if err := c.EndEpisode(ctx, ep, task, client.WorkflowResult{Reward: reward}); err != nil {
 		t.Fatal(err)
 	}
+	return ep.ID
 }
 
 // TestCrashResumesSyncedConfig: with an external NATS and no checkpoint
 // directory, the training config a client synced (batch 2 × 2) survives
 // a SIGKILL in NATS, and the journaled episodes train with the 4th.
 func TestCrashResumesSyncedConfig(t *testing.T) {
+	t.Setenv(record.KeyEnv, testEpisodeKey) // no directory to keep a key of its own in
 	u, _ := startNATS(t)
 	port := freePort(t)
 	args := []string{"swarm", "serve", "--port", fmt.Sprint(port), "--nats", u}

@@ -63,6 +63,7 @@ func openDoorsAt(addrs []string, t httpx.Timeouts, log *slog.Logger, errc chan<-
 			closeDoors(doors)
 			return nil, err
 		}
+		ln = httpx.WrapListener(ln) // NewServer refuses requests with both lengths
 		d := &door{ln: ln}
 		d.set(bootingHandler)
 		d.hs = httpx.NewServer(d, t, log)

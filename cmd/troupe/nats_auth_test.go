@@ -118,7 +118,11 @@ func TestNATSAuthRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	tport, rport := freePort(t), freePort(t)
-	common := []string{"--autostart", "--batch-size", "2", "--num-repeat", "1", "--config", cfgFile}
+	keyFile := filepath.Join(t.TempDir(), "episode.key")
+	if err := os.WriteFile(keyFile, []byte(testEpisodeKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--autostart", "--batch-size", "2", "--num-repeat", "1", "--config", cfgFile, "--episode-key-file", keyFile}
 	// swarm serve takes its credentials in the URL here.
 	startProc(t, append([]string{"swarm", "serve", "--role", "train", "--port", fmt.Sprint(tport), "--checkpoint-dir", t.TempDir(),
 		"--nats", "nats://trainer:" + trainPW + "@" + addr}, common...)...)

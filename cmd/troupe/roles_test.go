@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-ml/troupe/safetensors"
 	"github.com/troupe-ml/troupe/swarm"
 	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/record"
 )
 
 // buildNATSServer builds nats-server from the module troupe pins.
@@ -44,6 +45,7 @@ func TestRolesSurviveKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds nats-server and runs four processes")
 	}
+	t.Setenv(record.KeyEnv, testEpisodeKey)
 	natsExe := buildNATSServer(t)
 	nport := freePort(t)
 	nats := exec.Command(natsExe, "-js", "-a", "127.0.0.1", "-p", fmt.Sprint(nport), "-sd", t.TempDir())

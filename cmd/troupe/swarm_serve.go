@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-ml/troupe/swarm"
 	"github.com/troupe-ml/troupe/swarm/balance"
 	"github.com/troupe-ml/troupe/swarm/lmmodel"
+	"github.com/troupe-ml/troupe/swarm/record"
 	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
@@ -29,11 +30,11 @@ var swarmServeCommand = command{
 	groups: []flagGroup{
 		{"Model", []string{"model", "multi", "model-dir", "agents", "lora", "lora-rank", "lora-alpha", "lr"}},
 		{"Engine (--model-dir)", []string{"max-num-seqs", "max-num-batched-tokens", "kv-cache-gib", "max-queue", "openai-port"}},
-		{"Training", []string{"config", "batch-size", "num-repeat", "max-staleness", "checkpoint-dir", "checkpoint-every", "autostart"}},
+		{"Training", []string{"config", "batch-size", "num-repeat", "max-staleness", "group-timeout-s", "drain-timeout-s", "checkpoint-dir", "checkpoint-every", "autostart"}},
 		{"Limits", []string{"max-body-bytes", "max-request-tokens", "max-episode-tokens", "max-open-per-client", "max-open-per-address",
 			"max-discard-timeout", "max-abs-reward", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout"}},
 		{"Distribution", []string{"nats", "nats-user", "nats-password-file", "nats-token-file", "nats-nkey-file", "nats-creds",
-			"nats-tls-cert", "nats-tls-key", "nats-tls-ca", "role", "nats-replicas", "data-dir", "balance-episodes", "public-url"}},
+			"nats-tls-cert", "nats-tls-key", "nats-tls-ca", "role", "episode-key-file", "nats-replicas", "data-dir", "balance-episodes", "public-url"}},
 		{"Security and operations", []string{"host", "port", "admin-token-file", "pprof", "log-level", "log-format"}},
 	},
 	examples: `  troupe swarm serve --model small --autostart
@@ -48,6 +49,8 @@ var swarmServeCommand = command{
 type swarmServe struct {
 	cfg                                           swarm.ServerConfig // limits read straight into it
 	model, multi, ckptDir, config, adminTokenFile string
+	episodeKeyFile                                string
+	groupTimeout, drainTimeout                    float64
 	host, pprof, natsURL, dataDir                 string
 	port, ckptEvery, batch, repeat, balance       int
 	maxStaleness                                  int64
@@ -66,7 +69,9 @@ func swarmServeSetup(fs *flag.FlagSet) func(cmdIO, []string) error {
 	fs.StringVar(&o.config, "config", "", "AgentJet training YAML applied at start; its troupe.<flag_name> keys set this command's flags")
 	fs.IntVar(&o.batch, "batch-size", 0, "tasks per training batch (default: the config's, else 4)")
 	fs.IntVar(&o.repeat, "num-repeat", 0, "episodes per task, the GRPO group size (default: the config's, else 4)")
-	fs.Int64Var(&o.maxStaleness, "max-staleness", swarm.DefaultTrainConfig().MaxStaleness, "train episodes sampled at most this many steps before the current one")
+	fs.Int64Var(&o.maxStaleness, "max-staleness", swarm.DefaultTrainConfig().MaxStaleness, "train episodes sampled at most this many steps before the current one, off-policy from their recorded log-probs; staler ones are dropped (reason stale: /metrics, dropped.jsonl, troupe swarm status)")
+	fs.Float64Var(&o.groupTimeout, "group-timeout-s", swarm.DefaultTrainConfig().GroupTimeout.Seconds(), "seconds a task short of its num_repeat episodes waits for them before it trains as it is, in a partial batch (0: for ever)")
+	fs.Float64Var(&o.drainTimeout, "drain-timeout-s", swarm.DefaultTrainConfig().DrainTimeout.Seconds(), "seconds a collected batch waits for open train episodes to end before it trains")
 	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "run directory: checkpoint and training metrics (one subdirectory per model with --multi or --agents)")
 	fs.IntVar(&o.ckptEvery, "checkpoint-every", 1, "checkpoint every N training steps (0: only on shutdown); episodes are released from the journal once a checkpoint holds them")
 	fs.BoolVar(&o.autostart, "autostart", false, "start the engine at once instead of waiting for start_engine")
@@ -84,6 +89,7 @@ func swarmServeSetup(fs *flag.FlagSet) func(cmdIO, []string) error {
 	fs.StringVar(&o.natsURL, "nats", "", "NATS server or cluster holding the episode journal (nats://host:4222; credentials from the --nats-* flags); default: a server embedded in this process, storing under --data-dir")
 	o.natsAuth = bus.AddAuthFlags(fs)
 	fs.StringVar(&c.Role, "role", "", "rollout (serve and publish episodes, load published weights) or train (consume episodes, train, publish weights); default both in one process. Needs --nats")
+	fs.StringVar(&o.episodeKeyFile, "episode-key-file", "", "file holding the key that signs journaled episodes (default: the TROUPE_EPISODE_KEY environment variable); the trainer and every front-end on one NATS need the same; without one, a single process keeps its own in its checkpoint or data directory")
 	fs.IntVar(&c.JournalReplicas, "nats-replicas", 1, "copies of the episode stream and weights bucket on a NATS cluster (3 survives one node's loss)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "embedded NATS store (default: <checkpoint-dir>/nats; without either, finished episodes live in memory only)")
 	fs.IntVar(&o.balance, "balance-episodes", 0, "with several models (--multi, --agents): share this many in-flight episodes among them by their reward progress; 0 leaves each its own limit")
@@ -231,9 +237,15 @@ func (o *swarmServe) resolve(fs *flag.FlagSet) error {
 		tc.NumRepeat = o.repeat
 	}
 	tc.MaxStaleness, tc.CheckpointEvery = o.maxStaleness, o.ckptEvery
+	tc.GroupTimeout, tc.DrainTimeout = seconds(o.groupTimeout), seconds(o.drainTimeout)
 	if err := tc.Validate(); err != nil {
 		return err
 	}
+	key, err := record.ReadKey(o.episodeKeyFile)
+	if err != nil {
+		return err
+	}
+	o.cfg.EpisodeKey, o.cfg.EpisodeKeyDir = key, o.dataDir
 	o.cfg.Train = tc
 	tok, err := adminToken(o.adminTokenFile)
 	if err != nil {
@@ -241,6 +253,15 @@ func (o *swarmServe) resolve(fs *flag.FlagSet) error {
 	}
 	o.cfg.AdminToken = tok
 	return swarm.CheckListen(o.host, tok)
+}
+
+// seconds is a flag's seconds as a duration; beyond a million or negative
+// it is left to TrainConfig.Validate to refuse.
+func seconds(s float64) time.Duration {
+	if !(s >= 0 && s <= 1e6) {
+		return -1
+	}
+	return time.Duration(s * float64(time.Second))
 }
 
 // specs lists the servers of the process.

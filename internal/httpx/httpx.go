@@ -1,8 +1,9 @@
 // Package httpx holds what troupe's HTTP servers share: request errors and
 // their two answer shapes (OpenAI's {"error": {...}} and FastAPI's
 // {"detail": ...}), bounded body reading, JSON decoding that names the
-// offending field, secret comparison, and the http.Server constructor with
-// its timeouts.
+// offending field, secret comparison, the http.Server constructor with its
+// timeouts, and the guards of a server on a loopback address (Guard,
+// WrapListener).
 package httpx
 
 import (
@@ -202,14 +203,16 @@ func (t Timeouts) WithDefaults() Timeouts {
 }
 
 // NewServer returns an http.Server for h with timeouts t (zero fields:
-// DefaultTimeouts) that logs its own errors to log at debug level.
+// DefaultTimeouts) that logs its own errors to log at debug level. Served
+// on a listener from WrapListener, it answers a request that carries both
+// Content-Length and Transfer-Encoding with 400 and closes its connection.
 func NewServer(h http.Handler, t Timeouts, log *slog.Logger) *http.Server {
 	t = t.WithDefaults()
 	if log == nil {
 		log = slog.Default()
 	}
-	return &http.Server{Handler: h, ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, WriteTimeout: t.Write,
-		IdleTimeout: t.Idle, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	return &http.Server{Handler: refuseSmuggled(h), ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read, WriteTimeout: t.Write,
+		IdleTimeout: t.Idle, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug), ConnContext: connContext}
 }
 
 // RenewWriteDeadline gives the next write d from now. An http.Server's

@@ -62,7 +62,7 @@ type Config struct {
 	// to it since it was built (a skipped NaN/Inf step does not count).
 	Policy rl.Policy
 	// Trainer is the policy-gradient algorithm; rl.GRPO with ClipEps 0.2
-	// when nil.
+	// and MaxImportanceWeight 3 (stale samples' ratios bounded) when nil.
 	Trainer rl.Trainer
 	// State saves and restores the trainable state; when nil, Save and Load
 	// return an error saying that the model has no checkpoint.
@@ -144,7 +144,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	a := &Adapter{cfg: cfg, trainer: cfg.Trainer}
 	if a.trainer == nil {
-		a.trainer = rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})
+		a.trainer = rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2, MaxImportanceWeight: 3})
 	}
 	a.pol.Policy = cfg.Policy
 	a.train = &a.pol

@@ -28,7 +28,7 @@ func TestBalancer(t *testing.T) {
 	var servers []*swarm.Server
 	for _, name := range names {
 		m, _ := tabular.NewPreset("tiny")
-		s, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: tc, JetStream: b.JetStream(), JournalName: name,
+		s, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: tc, JetStream: b.JetStream(), JournalName: name, EpisodeKey: []byte("balance-test-episode-key"),
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -124,6 +124,22 @@ func (c *Client) EngineStatus(ctx context.Context) (api.EngineStatus, error) {
 	return st, err
 }
 
+// TrainingStatus fetches where the server's episodes went (GET
+// /get_training_status): counts by state, dropped episodes by reason, the
+// latest of them (their ids only with the admin token).
+func (c *Client) TrainingStatus(ctx context.Context) (api.TrainingStatus, error) {
+	var st api.TrainingStatus
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/get_training_status", nil)
+	if err != nil {
+		return st, err
+	}
+	if c.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+	}
+	err = c.do(req, &st)
+	return st, err
+}
+
 // SyncTrainConfig sends an AgentJet training YAML (engine must be OFFLINE).
 func (c *Client) SyncTrainConfig(ctx context.Context, yaml string) error {
 	return c.post(ctx, "/sync_train_config", map[string]string{"yaml_as_string": yaml}, nil, true)

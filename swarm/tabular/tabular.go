@@ -25,9 +25,10 @@ type Model struct {
 }
 
 // New returns a model of the given configuration trained by rl.GRPO (clip
-// 0.2, one step per Update, no KL term).
+// 0.2, the importance ratio of negative advantages capped at 3 for stale
+// samples, one step per Update, no KL term).
 func New(cfg policies.TabularConfig) *Model {
-	return &Model{Policy: policies.NewTabular(cfg), Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})}
+	return &Model{Policy: policies.NewTabular(cfg), Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2, MaxImportanceWeight: 3})}
 }
 
 // Presets are the tabular model sizes the command line knows.
