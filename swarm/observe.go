@@ -128,13 +128,14 @@ func (s *Server) recordStep(t TrainStep) {
 	if dir == "" {
 		return
 	}
-	if err := rundir.AppendJSONL(filepath.Join(dir, TrainMetricsFile), t.record()); err != nil {
-		s.log.Error("writing training metrics failed", "err", err)
-	}
+	// The samples first: a reader that sees the row finds its samples.
 	if len(t.samples) > 0 {
 		if err := rundir.WriteSamples(dir, t.Step, t.samples); err != nil {
 			s.log.Error("writing the step's samples failed", "err", err)
 		}
+	}
+	if err := rundir.AppendJSONL(filepath.Join(dir, TrainMetricsFile), t.record()); err != nil {
+		s.log.Error("writing training metrics failed", "err", err)
 	}
 	s.plotCurves(curvesEvery)
 }

@@ -412,7 +412,6 @@ func (m *blockingModel) Train(batch []rl.Sample) (rl.Stats, error) {
 func TestCloseWhileTraining(t *testing.T) {
 	tm, _ := tabular.NewPreset("tiny")
 	m := &blockingModel{Model: tm, entered: make(chan struct{}), release: make(chan struct{})}
-	defer close(m.release)
 	dir := t.TempDir()
 	b, err := bus.Open(context.Background(), bus.Config{DataDir: filepath.Join(dir, "nats"), Logger: quietLog})
 	if err != nil {
@@ -438,6 +437,8 @@ func TestCloseWhileTraining(t *testing.T) {
 	if err != nil || info.State.Msgs != 1 {
 		t.Fatalf("journal holds %d episodes (%v), want the step's one", info.State.Msgs, err)
 	}
+	close(m.release)
+	ts.s.wg.Wait() // the step ends before the directory goes
 }
 
 // TestMetricsRowRestored: a process that died after a checkpoint landed
