@@ -175,3 +175,17 @@ func (m *Model) Chat(ctx context.Context, tok *Tokenizer, ad *LoRA, convs [][]Me
 	}
 	return out, nil
 }
+
+// Open loads a model directory's model (Load) and its tokenizer with its
+// chat template and stop tokens (LoadTokenizer).
+func Open(dir string) (*Model, *Tokenizer, error) {
+	tok, err := LoadTokenizer(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, tok, nil
+}

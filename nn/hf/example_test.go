@@ -35,11 +35,7 @@ func writeTinyModel(seed uint64) string {
 // loadTiny loads the model and the tokenizer of writeTinyModel(seed).
 func loadTiny(seed uint64) (*hf.Model, *hf.Tokenizer, func()) {
 	dir := writeTinyModel(seed)
-	m, err := hf.Load(dir)
-	if err != nil {
-		panic(err)
-	}
-	tok, err := hf.LoadTokenizer(dir)
+	m, tok, err := hf.Open(dir)
 	if err != nil {
 		panic(err)
 	}

@@ -1,6 +1,8 @@
 package tokenizer_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -123,5 +125,50 @@ func TestHFSpecErrors(t *testing.T) {
 	s.EOSToken = "<|eot|>"
 	if _, _, err := s.Files(); err == nil || !strings.Contains(err.Error(), "not an added token") {
 		t.Errorf("unknown eos: %v", err)
+	}
+}
+
+// TestFingerprint: the fingerprint follows what decides the ids (a merge,
+// an added token's id) and nothing else (the JSON's layout, the chat
+// template).
+func TestFingerprint(t *testing.T) {
+	fp := func(s tokenizer.HFSpec, indent bool) string {
+		t.Helper()
+		tj, cj, err := s.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if indent {
+			var b bytes.Buffer
+			if err := json.Indent(&b, tj, "", "\t\t"); err != nil {
+				t.Fatal(err)
+			}
+			tj = b.Bytes()
+		}
+		hf, err := tokenizer.ParseHF(tj, cj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hf.Fingerprint()
+	}
+	base := fp(tokenizer.ByteChatML(), false)
+	if len(base) != 64 || fp(tokenizer.ByteChatML(), true) != base {
+		t.Errorf("fingerprint %q changes with the JSON's layout", base)
+	}
+	s := tokenizer.ByteChatML()
+	s.ChatTemplate = "{{ messages }}"
+	if fp(s, false) != base {
+		t.Error("the chat template changes the fingerprint")
+	}
+	s = tokenizer.ByteChatML()
+	s.Tokens = append(s.Tokens, nil, nil, nil, []byte("ab"))
+	s.Merges = [][2]int{{'a', 'b'}}
+	if fp(s, false) == base {
+		t.Error("a merge does not change the fingerprint")
+	}
+	s = tokenizer.ByteChatML()
+	s.Added[2].ID = 300
+	if fp(s, false) == base {
+		t.Error("an added token's id does not change the fingerprint")
 	}
 }

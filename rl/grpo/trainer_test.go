@@ -27,15 +27,11 @@ func byteModel(t testing.TB, seed uint64) (*hf.Model, *hf.Tokenizer) {
 	if err := tokenizer.ByteChatML().WriteDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	m, err := hf.Load(dir)
+	m, tok, err := hf.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	tok, err := hf.LoadTokenizer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return m, tok
 }
 
