@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/troupe-ml/troupe/api"
@@ -23,27 +26,30 @@ func lmDecoder(lm *nn.LM, tok *tokenizer.Tokenizer) decoder {
 	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) { return generate(lm, tok, msgs, maxTok) }
 }
 
-// hfDecoder decodes with a pretrained model, its chat template and the agent's LoRA adapter.
+// hfDecoder decodes with a pretrained model, its chat template and the
+// agent's LoRA adapter, 32 conversations at a time.
 func hfDecoder(base *hf.Model, tok *hf.Tokenizer, ad *hf.LoRA) decoder {
 	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
-		prompts := make([][]int, len(msgs))
-		for i, conv := range msgs {
-			var sm []api.Message
-			for _, m := range conv {
-				sm = append(sm, api.Message{Role: m.Role, Content: m.Content})
+		out := make([]string, 0, len(msgs))
+		for batch := range slices.Chunk(msgs, 32) {
+			prompts := make([][]int, len(batch))
+			for i, conv := range batch {
+				var sm []api.Message
+				for _, m := range conv {
+					sm = append(sm, api.Message{Role: m.Role, Content: m.Content})
+				}
+				var err error
+				if prompts[i], err = (hfmodel.Chat{Tok: tok}).ChatPrompt(context.Background(), sm, nil); err != nil {
+					return nil, err
+				}
 			}
-			var err error
-			if prompts[i], err = (hfmodel.Chat{Tok: tok}).ChatPrompt(context.Background(), sm, nil); err != nil {
+			gens, err := base.Generate(context.Background(), ad, prompts, textgen.GenerateOptions{MaxTokens: maxTok, StopTokens: tok.StopTokens()}, nil)
+			if err != nil {
 				return nil, err
 			}
-		}
-		gens, err := base.Generate(context.Background(), ad, prompts, textgen.GenerateOptions{MaxTokens: maxTok, StopTokens: tok.StopTokens()}, nil)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]string, len(gens))
-		for i, g := range gens {
-			out[i] = strings.ToValidUTF8(tok.Decode(g.Tokens, true), "\uFFFD")
+			for _, g := range gens {
+				out = append(out, strings.ToValidUTF8(tok.Decode(g.Tokens, true), "\uFFFD"))
+			}
 		}
 		return out, nil
 	}
@@ -69,6 +75,12 @@ func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), er
 		}
 	}()
 	w = &warmed{train: train}
+	// An -export-hf model comes with agent 1's rough translations (RL's hard tasks).
+	if b, err := os.ReadFile(filepath.Join(o.SmallModelDir, roughFile)); err == nil {
+		if err := json.Unmarshal(b, &w.roughs); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", filepath.Join(o.SmallModelDir, roughFile), err)
+		}
+	}
 	for i, dir := range []string{o.SmallModelDir, o.LargeModelDir} {
 		name := [2]string{"small", "large"}[i]
 		l := bases[filepath.Clean(dir)]
@@ -83,7 +95,7 @@ func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), er
 			}
 		}
 		m, pol, err := hfmodel.New(hfmodel.Config{Name: name, Base: l.base, Tokenizer: l.tok,
-			LoRAConfig: hf.LoRAConfig{Rank: 16, Alpha: 32, Seed: o.Seed + uint64(i)}, Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})})
+			LoRAConfig: hf.LoRAConfig{Rank: 16, Alpha: 32, Seed: o.Seed + uint64(i)}, LR: o.LoRALR, Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})})
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s model %s: %w", name, dir, err)
 		}
