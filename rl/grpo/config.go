@@ -42,7 +42,7 @@ type Completion struct {
 // Reward is a named reward function. An agent's reward of a completion is
 // the Weight-weighted sum of its Rewards; each one's mean is logged.
 type Reward struct {
-	// Name labels the reward in metrics (rewards/<Name>).
+	// Name keys the reward's mean in Metrics.Rewards.
 	Name string
 	// Weight multiplies the reward in the sum (1 when zero).
 	Weight float64

@@ -24,7 +24,8 @@ import (
 type Metrics struct {
 	// Step is the number of training steps taken: 1 for the first
 	// training step, 0 for the evaluation before it.
-	Step  int    `json:"step"`
+	Step int `json:"step"`
+	// Agent is the agent's Name; Kind is "train" or "eval".
 	Agent string `json:"agent"`
 	Kind  string `json:"kind"`
 	// Reward is the mean weighted reward of the completions, RewardStd
