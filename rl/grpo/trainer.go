@@ -103,7 +103,7 @@ func New(cfg Config) (*Trainer, error) {
 		m.pol = policies.NewLoRA(m.LoRA, m.opt, cfg.ClipNorm)
 		gc := rl.GRPOConfig{Schedule: rl.Schedule{Seed: cfg.Seed, ScoreAfter: true}, ClipEps: cfg.ClipEps, KLCoef: cfg.KLCoef}
 		if cfg.KLCoef > 0 {
-			gc.Ref = basePolicy{cfg.Model}
+			gc.Ref = policies.LoRABase{Model: cfg.Model}
 		}
 		m.alg = rl.NewGRPO(gc)
 		t.members = append(t.members, m)
@@ -414,25 +414,3 @@ func progressLine(head string, ms []Metrics) string {
 	}
 	return b.String()
 }
-
-// basePolicy scores actions with the base model, the adapter switched off:
-// GRPO's reference for the KL penalty.
-type basePolicy struct{ m *hf.Model }
-
-func (b basePolicy) LogProbs(batch []rl.Sample) ([][]float32, error) {
-	seqs := make([]hf.Seq, len(batch))
-	for i, s := range batch {
-		seqs[i] = hf.Seq{Prompt: s.Prompt, Target: s.Actions}
-	}
-	return b.m.TokenLogProbs(nil, seqs)
-}
-
-func (basePolicy) ForwardBackward([]rl.Sample, rl.LossFunc) error {
-	return errors.New("grpo: the base model is frozen")
-}
-
-func (basePolicy) Step() (rl.StepInfo, error) {
-	return rl.StepInfo{}, errors.New("grpo: the base model is frozen")
-}
-
-func (basePolicy) Version() int64 { return 0 }
