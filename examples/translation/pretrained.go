@@ -14,6 +14,8 @@ import (
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/rl/policies"
+	"github.com/troupe-ml/troupe/swarm/adapter"
 	"github.com/troupe-ml/troupe/swarm/hfmodel"
 	"github.com/troupe-ml/troupe/textgen"
 )
@@ -94,14 +96,46 @@ func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), er
 				return nil, nil, err
 			}
 		}
-		m, pol, err := hfmodel.New(hfmodel.Config{Name: name, Base: l.base, Tokenizer: l.tok,
-			LoRAConfig: hf.LoRAConfig{Rank: 16, Alpha: 32, Seed: o.Seed + uint64(i)}, LR: o.LoRALR, Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})})
+		kl := [2]float64{o.KLSmall, o.KLLarge}[i]
+		m, pol, err := newHFModel(name, l.base, l.tok, o.Seed+uint64(i), o.LoRALR, kl, i == 1)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s model %s: %w", name, dir, err)
 		}
 		w.models[i] = m
 		w.dec[i] = hfDecoder(l.base, l.tok, pol.Adapter)
-		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections", name, dir, l.base.Config.Arch, l.base.Config.NumParams())
+		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections, AdamW %g, KL β %g to the base", name, dir, l.base.Config.Arch, l.base.Config.NumParams(), o.LoRALR, kl)
 	}
 	return w, closeAll, nil
+}
+
+// newHFModel serves a pretrained base through a new LoRA adapter (rank 16)
+// trained by GRPO with AdamW at lr, the miniatures' recipe otherwise: a k3
+// KL penalty to the base (the adapter switched off) when klCoef > 0, and
+// with maskFirst each sampled answer's first token as context.
+func newHFModel(name string, base *hf.Model, tok *hf.Tokenizer, seed uint64, lr, klCoef float64, maskFirst bool) (*adapter.Adapter, *policies.LoRA, error) {
+	if !tok.HasChatTemplate() {
+		return nil, nil, fmt.Errorf("the tokenizer has no chat template")
+	}
+	ad, err := hf.NewLoRA(base, hf.LoRAConfig{Rank: 16, Alpha: 32, Seed: seed})
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := rl.GRPOConfig{ClipEps: 0.2}
+	if klCoef > 0 {
+		cfg.Ref, cfg.KLCoef = policies.LoRABase{Model: base}, klCoef
+	}
+	opt := nn.NewAdamW(nn.Constant(lr), 0)
+	pol := policies.NewLoRA(ad, opt, 1)
+	maxLen := min(base.Config.MaxPos, hfmodel.DefaultMaxLen)
+	a, err := adapter.New(adapter.Config{
+		Name:      name,
+		Tokenizer: hfmodel.Chat{Tok: tok},
+		Sampler:   &hfmodel.Sampler{Base: base, LoRA: ad, StopTokens: tok.StopTokens()},
+		Policy:    pol,
+		Trainer:   rl.NewGRPO(cfg),
+		State:     &adapter.StoreState{Store: ad.Store, Opt: opt},
+		MaxLen:    maxLen,
+		Prepare:   prepare(maxLen, maskFirst),
+	})
+	return a, pol, err
 }

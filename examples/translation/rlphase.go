@@ -123,21 +123,27 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef flo
 		Trainer:   rl.NewGRPO(cfg),
 		State:     &adapter.StoreState{Store: lm.Store, Opt: opt, Meta: map[string]string{"tokenizer": string(tj)}},
 		MaxLen:    lm.Config.MaxLen,
-		Prepare: func(batch []rl.Sample) (kept []rl.Sample, dropped int) {
-			for _, s := range batch {
-				ok := true
-				if maskFirst && len(s.LogProbs) > 0 { // sampled, not forced, answers
-					s, ok = firstAsContext(s)
-				}
-				if !ok || len(s.Prompt) == 0 || len(s.Actions) == 0 || len(s.Prompt)+len(s.Actions) > lm.Config.MaxLen {
-					dropped++
-					continue
-				}
-				kept = append(kept, s)
-			}
-			return kept, dropped
-		},
+		Prepare:   prepare(lm.Config.MaxLen, maskFirst),
 	})
+}
+
+// prepare keeps the samples that fit maxLen tokens and, with maskFirst,
+// moves each sampled answer's first token to its prompt (firstAsContext).
+func prepare(maxLen int, maskFirst bool) func([]rl.Sample) ([]rl.Sample, int) {
+	return func(batch []rl.Sample) (kept []rl.Sample, dropped int) {
+		for _, s := range batch {
+			ok := true
+			if maskFirst && len(s.LogProbs) > 0 { // sampled, not forced, answers
+				s, ok = firstAsContext(s)
+			}
+			if !ok || len(s.Prompt) == 0 || len(s.Actions) == 0 || len(s.Prompt)+len(s.Actions) > maxLen {
+				dropped++
+				continue
+			}
+			kept = append(kept, s)
+		}
+		return kept, dropped
+	}
 }
 
 // tailChat keeps the last n tokens of an over-long chat prompt, the open
