@@ -78,7 +78,7 @@ func DefaultConfig() Config {
 		MaxEn: 48, MaxZh: 24, EvalSplit: "test",
 		WarmSteps: 4000, CopySteps: 1500, LargeWarmSteps: 1000, WarmBatch: 16, WarmLR: 3e-3, FinalFrac: 0.4, Pseudo: 0.5,
 		Steps: 100, Batch: 4, Repeats: 8, RLLR: 0.05, RLLRLarge: 0.1, KLSmall: 0.2, KLLarge: 0.1, HardFrac: 0.5, RLTemp: 1, RLTempLarge: 0.5,
-		LoRALR: 1e-3, HFDim: 128, HFLayers: 3, HFSteps: 2000, HFLargeSteps: 700,
+		LoRALR: 3e-4, HFDim: 128, HFLayers: 3, HFSteps: 2000, HFLargeSteps: 700,
 		Seed: 1,
 	}
 }
