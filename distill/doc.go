@@ -14,6 +14,12 @@
 //   - Report and CountParams summarise a distillation: quality retained,
 //     parameters and inference speed-up.
 //
+// Subpackage distill/lm distils pretrained language models of nn/hf that
+// share a tokenizer at the token level, on-policy (the student samples,
+// the teacher's log-probabilities of its tokens give a per-token
+// reverse-KL signal) or off-policy (the student learns the teacher's
+// samples).
+//
 // The teacher is typically a package ensemble fusion of package nn models;
 // examples/finance-risk distils its credit ensemble into a small MLP with
 // Binary and reports the result with Report.

@@ -361,3 +361,23 @@ func TestPPOValuesWithoutEvaluator(t *testing.T) {
 		t.Error("PPO accepted a policy without a value head")
 	}
 }
+
+// TestPolicyLossAfter: one on-policy GRPO step. Its PolicyLoss, at ratio 1
+// with centred advantages, is zero up to rounding; PolicyLossAfter, the
+// surrogate with the updated parameters, is clearly below it.
+func TestPolicyLossAfter(t *testing.T) {
+	p := policies.NewSoftmax(policies.SoftmaxConfig{In: 1, Actions: 8, LR: 0.05, Seed: 1})
+	rng := rand.New(rand.NewPCG(3, 3))
+	batch := multiArmed.collect(p, rng, 0, 8, 8)
+	st, err := rl.NewGRPO(rl.GRPOConfig{Schedule: rl.Schedule{ScoreAfter: true}}).Update(p, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("policy loss %.3g, after the step %.4g", st.PolicyLoss, st.PolicyLossAfter)
+	if math.Abs(st.PolicyLoss) > 1e-6 {
+		t.Errorf("policy loss %g on-policy, want 0", st.PolicyLoss)
+	}
+	if !(st.PolicyLossAfter < -1e-3) {
+		t.Errorf("policy loss after the step %g, want below -0.001", st.PolicyLossAfter)
+	}
+}

@@ -17,7 +17,9 @@
 // produced it and the log-probabilities it was sampled with. Samples older than
 // Schedule.MaxStaleness versions are dropped (Stats.Dropped); the others are
 // corrected by the importance ratio π_θ(a)/π_old(a), clipped (GRPO, PPO) or
-// truncated (REINFORCE, RLOO).
+// truncated (REINFORCE, RLOO). A sample without recorded log-probabilities
+// is an error (ErrNoLogProbs) unless it is marked Sample.OnPolicy, which
+// makes the current policy's stand in for them (ratio 1).
 //
 // Subpackages: policies (a classic softmax policy with exact gradients; the
 // language-model adapter), reward (scheduled multi-objective rewards and

@@ -1,9 +1,11 @@
 package rl
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -162,7 +164,7 @@ func TestGroupAdvantages(t *testing.T) {
 	for i, id := range order {
 		r := groups[id][next[id]]
 		next[id]++
-		batch = append(batch, Sample{TaskID: id, Obs: []float32{float32(i)}, Actions: []int{0}, Reward: r})
+		batch = append(batch, Sample{TaskID: id, Obs: []float32{float32(i)}, Actions: []int{0}, Reward: r, OnPolicy: true})
 		if id == "c" {
 			continue
 		}
@@ -229,7 +231,7 @@ func TestGroupAdvantagesPositiveOnly(t *testing.T) {
 	ids := []string{"a", "a", "b", "b", "b", "c", "c"}
 	var batch []Sample
 	for i, r := range rewards {
-		batch = append(batch, Sample{TaskID: ids[i], Obs: []float32{float32(i)}, Actions: []int{0}, Reward: r})
+		batch = append(batch, Sample{TaskID: ids[i], Obs: []float32{float32(i)}, Actions: []int{0}, Reward: r, OnPolicy: true})
 	}
 	sd := math.Sqrt(8.0 / 3) // population std of b
 	want := map[float32]float64{
@@ -256,7 +258,7 @@ func TestGroupAdvantagesNoCenter(t *testing.T) {
 	ids := []string{"a", "a", "b", "c", "c"}
 	var batch []Sample
 	for i, r := range rewards {
-		batch = append(batch, Sample{TaskID: ids[i], Obs: []float32{float32(i)}, Actions: []int{0}, Reward: r})
+		batch = append(batch, Sample{TaskID: ids[i], Obs: []float32{float32(i)}, Actions: []int{0}, Reward: r, OnPolicy: true})
 	}
 	for _, tc := range []struct {
 		name string
@@ -297,5 +299,54 @@ func checkAdvantages(t *testing.T, p *recordingPolicy, want map[float32]float64)
 		if got := -float64(d[0]) * float64(len(want)); math.Abs(got-a) > 1e-6*math.Max(1, math.Abs(a)) {
 			t.Errorf("sample %g: advantage %.7g, want %.7g", id, got, a)
 		}
+	}
+}
+
+// TestMissingLogProbs: a sample without behaviour log-probs is an error
+// naming it, unless it is marked OnPolicy, when the current policy's
+// log-probs stand in (ratio 1).
+func TestMissingLogProbs(t *testing.T) {
+	batch := []Sample{
+		{TaskID: "q", Obs: []float32{0}, Actions: []int{0}, LogProbs: []float32{-1}, Reward: 1},
+		{TaskID: "q", Obs: []float32{1}, Actions: []int{0}, Reward: 0, Version: 3},
+	}
+	for _, tr := range []Trainer{NewGRPO(GRPOConfig{}), NewRLOO(RLOOConfig{}), NewREINFORCE(REINFORCEConfig{})} {
+		_, err := tr.Update(&recordingPolicy{dlogp: map[float32][]float32{}}, batch)
+		if !errors.Is(err, ErrNoLogProbs) || !strings.Contains(err.Error(), `sample 1 (task "q", version 3)`) {
+			t.Errorf("%T: got %v, want ErrNoLogProbs naming sample 1", tr, err)
+		}
+	}
+	batch[1].OnPolicy = true
+	st, err := NewGRPO(GRPOConfig{}).Update(&recordingPolicy{dlogp: map[float32][]float32{}}, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ratio != 1 {
+		t.Errorf("ratio %v with on-policy log-probs, want 1", st.Ratio)
+	}
+}
+
+// TestPolicyLossValue: GRPO's PolicyLoss is the clipped surrogate at the
+// step's ratio, here off-policy and non-zero, computed by hand; with
+// ScoreAfter, PolicyLossAfter scores the parameters after the step (the
+// recording policy's log-probs never change, so it is the same value).
+func TestPolicyLossValue(t *testing.T) {
+	// The policy scores every action −1: ratios 1.5 and 0.9.
+	batch := []Sample{
+		{TaskID: "q", Obs: []float32{0}, Actions: []int{0}, LogProbs: []float32{float32(-1 - math.Log(1.5))}, Reward: 1},
+		{TaskID: "q", Obs: []float32{1}, Actions: []int{0}, LogProbs: []float32{float32(-1 - math.Log(0.9))}, Reward: 0},
+	}
+	st, err := NewGRPO(GRPOConfig{Schedule: Schedule{ScoreAfter: true}}).Update(&recordingPolicy{dlogp: map[float32][]float32{}}, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	A := 0.5 / (0.5 + 1e-4)
+	// −min(1.5A, 1.2A) for the first, −min(−0.9A, −0.9A) for the second, each weighing ½.
+	want := (-1.2*A + 0.9*A) / 2
+	if math.Abs(st.PolicyLoss-want) > 1e-6 || math.Abs(st.Loss-want) > 1e-6 {
+		t.Errorf("policy loss %.7g, loss %.7g, want %.7g", st.PolicyLoss, st.Loss, want)
+	}
+	if math.Abs(st.PolicyLossAfter-want) > 1e-6 || st.Map()["policy_loss_after"] != st.PolicyLossAfter {
+		t.Errorf("policy loss after %.7g, want %.7g", st.PolicyLossAfter, want)
 	}
 }

@@ -12,8 +12,16 @@ type Sample struct {
 	// Actions are the actions or sampled tokens, in order.
 	Actions []int
 	// LogProbs are the log-probabilities of Actions under the parameters
-	// that sampled them (behaviour policy), one per action.
+	// that sampled them (behaviour policy), one per action. A Trainer
+	// refuses a sample without them unless OnPolicy is set.
 	LogProbs []float32
+	// OnPolicy says that LogProbs is deliberately left nil: the trainer
+	// takes the current policy's log-probabilities of Actions as the
+	// behaviour's, so the importance ratio of the sample's first step is 1.
+	// It is for actions no sampler scored, such as a forced prefix that a
+	// client chose (swarm's assistant_prefix). Without it, a sample whose
+	// LogProbs is nil is an error naming the sample.
+	OnPolicy bool
 	// Version is the parameter version that sampled the trajectory.
 	Version int64
 	// Temperature is the sampling temperature the Actions were drawn at

@@ -30,20 +30,33 @@ type Evaluator interface {
 // Stats summarises one Update. Averages are over the optimizer steps of the
 // update unless stated otherwise.
 type Stats struct {
-	Loss       float64 // total loss (policy + value + KL terms)
-	PolicyLoss float64 // surrogate policy loss
-	ValueLoss  float64 // PPO value loss (0 for the others)
-	KL         float64 // k3 estimate of KL(current‖reference) per token; 0 without a reference
-	ClipFrac   float64 // fraction of tokens whose clipped branch was active
-	Entropy    float64 // Monte Carlo entropy estimate −mean log π(a) over the sampled actions, first step
-	Ratio      float64 // mean importance ratio π/π_old over tokens
-	GradNorm   float64 // mean global gradient norm before clipping
-	RewardMean float64 // mean reward of the samples kept
-	RewardStd  float64 // population std of the rewards kept
-	AdvMean    float64 // mean advantage (per sample, before token broadcast)
-	AdvStd     float64
-	Staleness  float64 // mean Version lag of the samples kept
-	Baseline   float64 // REINFORCE moving-average baseline after the update
+	// Loss is the total loss (policy, value, KL and entropy terms) as each
+	// step computed it, before its update.
+	Loss float64
+	// PolicyLoss is the policy term as each step computed it: GRPO's and
+	// PPO's clipped surrogate −agg min(ρA, clip(ρ)A), REINFORCE's and RLOO's
+	// −agg f(ρ)A, at the ratio ρ = π/π_old of that step. At a first step
+	// on fresh samples ρ is 1, so GRPO's value is −mean(Â), zero up to
+	// rounding once the group advantages are centred (with SeqMean): the
+	// value that shows what the update did is PolicyLossAfter.
+	PolicyLoss float64
+	// PolicyLossAfter is the policy term over the whole batch with the
+	// parameters after the update (Schedule.ScoreAfter; 0 otherwise): below
+	// PolicyLoss when the update raised the surrogate. It costs one more
+	// LogProbs pass over the batch.
+	PolicyLossAfter float64
+	ValueLoss       float64 // PPO value loss (0 for the others)
+	KL              float64 // k3 estimate of KL(current‖reference) per token; 0 without a reference
+	ClipFrac        float64 // fraction of tokens whose clipped branch was active
+	Entropy         float64 // Monte Carlo entropy estimate −mean log π(a) over the sampled actions, first step
+	Ratio           float64 // mean importance ratio π/π_old over tokens
+	GradNorm        float64 // mean global gradient norm before clipping
+	RewardMean      float64 // mean reward of the samples kept
+	RewardStd       float64 // population std of the rewards kept
+	AdvMean         float64 // mean advantage (per sample, before token broadcast)
+	AdvStd          float64
+	Staleness       float64 // mean Version lag of the samples kept
+	Baseline        float64 // REINFORCE moving-average baseline after the update
 
 	Samples       int // samples used
 	Tokens        int // actions/tokens used
@@ -59,27 +72,28 @@ type Stats struct {
 // Map returns the statistics keyed by snake_case names for logging.
 func (s Stats) Map() map[string]float64 {
 	return map[string]float64{
-		"loss":             s.Loss,
-		"policy_loss":      s.PolicyLoss,
-		"value_loss":       s.ValueLoss,
-		"kl":               s.KL,
-		"clip_frac":        s.ClipFrac,
-		"entropy":          s.Entropy,
-		"ratio":            s.Ratio,
-		"grad_norm":        s.GradNorm,
-		"reward_mean":      s.RewardMean,
-		"reward_std":       s.RewardStd,
-		"adv_mean":         s.AdvMean,
-		"adv_std":          s.AdvStd,
-		"staleness":        s.Staleness,
-		"baseline":         s.Baseline,
-		"samples":          float64(s.Samples),
-		"tokens":           float64(s.Tokens),
-		"dropped":          float64(s.Dropped),
-		"skipped_groups":   float64(s.SkippedGroups),
-		"dropped_negative": float64(s.DroppedNegative),
-		"steps":            float64(s.Steps),
-		"skipped_steps":    float64(s.SkippedSteps),
+		"loss":              s.Loss,
+		"policy_loss":       s.PolicyLoss,
+		"policy_loss_after": s.PolicyLossAfter,
+		"value_loss":        s.ValueLoss,
+		"kl":                s.KL,
+		"clip_frac":         s.ClipFrac,
+		"entropy":           s.Entropy,
+		"ratio":             s.Ratio,
+		"grad_norm":         s.GradNorm,
+		"reward_mean":       s.RewardMean,
+		"reward_std":        s.RewardStd,
+		"adv_mean":          s.AdvMean,
+		"adv_std":           s.AdvStd,
+		"staleness":         s.Staleness,
+		"baseline":          s.Baseline,
+		"samples":           float64(s.Samples),
+		"tokens":            float64(s.Tokens),
+		"dropped":           float64(s.Dropped),
+		"skipped_groups":    float64(s.SkippedGroups),
+		"dropped_negative":  float64(s.DroppedNegative),
+		"steps":             float64(s.Steps),
+		"skipped_steps":     float64(s.SkippedSteps),
 	}
 }
 
@@ -130,6 +144,10 @@ type Schedule struct {
 	MaxStaleness int64
 	// Seed seeds the minibatch shuffle.
 	Seed uint64
+	// ScoreAfter evaluates the policy term once more after the update's
+	// last step, with the updated parameters over the whole batch
+	// (Stats.PolicyLossAfter).
+	ScoreAfter bool
 }
 
 func (s Schedule) epochs() int {
@@ -163,14 +181,18 @@ type prepared struct {
 	version int64 // policy version at preparation
 }
 
-// prepare drops stale or malformed samples and fills missing behaviour
-// log-probs with the current policy's (on-policy samples).
+// ErrNoLogProbs is returned for a sample without behaviour log-probs
+// (Sample.LogProbs nil) that is not marked Sample.OnPolicy.
+var ErrNoLogProbs = errors.New("no behaviour log-probs (Sample.LogProbs is nil; set Sample.OnPolicy to score the actions with the current policy instead)")
+
+// prepare drops stale or malformed samples and fills the behaviour
+// log-probs of the samples marked OnPolicy with the current policy's.
 func prepare(p Policy, batch []Sample, maxStale int64) (*prepared, error) {
 	ver := p.Version()
 	pr := &prepared{version: ver}
 	var missing []int
 	var lag float64
-	for _, s := range batch {
+	for k, s := range batch {
 		if len(s.Actions) == 0 {
 			pr.dropped++
 			continue
@@ -186,6 +208,9 @@ func prepare(p Policy, batch []Sample, maxStale int64) (*prepared, error) {
 			return nil, fmt.Errorf("rl: sample %q has %d step rewards for %d actions", s.TaskID, len(s.StepRewards), len(s.Actions))
 		}
 		if s.LogProbs == nil {
+			if !s.OnPolicy {
+				return nil, fmt.Errorf("rl: sample %d (task %q, version %d): %w", k, s.TaskID, s.Version, ErrNoLogProbs)
+			}
 			missing = append(missing, len(pr.samples))
 		}
 		lag += float64(ver - s.Version)
@@ -447,6 +472,13 @@ func run(p Policy, pr *prepared, sp *pgSpec, sch Schedule, s *Stats) error {
 		}
 	}
 	k := float64(s.Steps)
+	if sch.ScoreAfter {
+		lp, err := p.LogProbs(pr.samples)
+		if err != nil {
+			return fmt.Errorf("rl: log-probs after the update: %w", err)
+		}
+		s.PolicyLossAfter = sp.policyTerm(lp)
+	}
 	s.Loss /= k
 	s.PolicyLoss /= k
 	s.ValueLoss /= k
@@ -455,6 +487,20 @@ func run(p Policy, pr *prepared, sp *pgSpec, sch Schedule, s *Stats) error {
 	s.Ratio /= k
 	s.GradNorm /= k
 	return nil
+}
+
+// policyTerm is the policy term of the loss over all prepared samples at
+// log-probs logp, without the value, KL and entropy terms.
+func (sp *pgSpec) policyTerm(logp [][]float32) float64 {
+	pol := *sp
+	pol.ref, pol.returns, pol.oldValue, pol.entCoef = nil, nil, nil, 0
+	idx := make([]int, len(logp))
+	for i := range idx {
+		idx[i] = i
+	}
+	lf, st := pol.lossFor(idx)
+	lf(logp, nil)
+	return st.policy
 }
 
 // withEntropy sets the entropy bonus coefficient and its baseline.

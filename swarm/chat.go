@@ -100,7 +100,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 					// The decision alone: the trainer computes its behaviour
 					// log-probabilities (ratio 1); the continuation only
 					// scored it.
-					ep.samples = append(ep.samples, rl.Sample{Prompt: c.Prompt, Actions: c.Forced, Version: g.Version})
+					ep.samples = append(ep.samples, rl.Sample{Prompt: c.Prompt, Actions: c.Forced, Version: g.Version, OnPolicy: true})
 					continue
 				}
 				ep.samples = append(ep.samples, rl.Sample{Prompt: c.Prompt, Actions: g.Tokens, LogProbs: g.LogProbs, Version: g.Version, Temperature: c.Temperature})

@@ -13,8 +13,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/troupe-ml/troupe/nn/hf"
+	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
 	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/safetensors"
@@ -365,6 +367,15 @@ func initModel(stdout io.Writer, shape, out, tokDir string, seed uint64, dtype s
 	if !ok {
 		return fmt.Errorf("init: unknown shape %q (known: %s)", shape, strings.Join(shapeNames(), ", "))
 	}
+	// Without --tokenizer-dir only a shape over tokenizer.ByteChatML's ids
+	// gets a usable tokenizer; the others' vocabularies are a real
+	// tokenizer's, which must be given.
+	byteTok := tokenizer.ByteChatML()
+	if tokDir == "" && c.Vocab != len(byteTok.Tokens)+len(byteTok.Added) {
+		return fmt.Errorf("init: --shape %s has a %d-token vocabulary and needs its tokenizer: --tokenizer-dir DIR (bash scripts/fetch-hf-refs.sh fetches Qwen3's and Llama 3's into data/hf/tokenizer-qwen3/models and data/hf/tokenizer-llama3/models), or --shape qwen3-byte, which comes with a byte-level tokenizer", shape, c.Vocab)
+	}
+	fmt.Fprintf(stdout, "writing a random %s checkpoint (%d parameters) to %s ...\n", shape, c.NumParams(), out)
+	start := time.Now()
 	if err := hf.WriteRandom(out, c, seed, hf.WriteOptions{DType: safetensors.DType(strings.ToUpper(dtype))}); err != nil {
 		return err
 	}
@@ -372,8 +383,13 @@ func initModel(stdout io.Writer, shape, out, tokDir string, seed uint64, dtype s
 		if err := hf.CopyTokenizer(tokDir, out); err != nil {
 			return err
 		}
+	} else {
+		if err := byteTok.WriteDir(out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "no --tokenizer-dir: wrote the byte-level ChatML tokenizer (the 256 bytes, <|endoftext|>, <|im_start|>, <|im_end|>)\n")
 	}
-	fmt.Fprintf(stdout, "wrote a random %s checkpoint (%d parameters) to %s\n", shape, c.NumParams(), out)
+	fmt.Fprintf(stdout, "wrote a random %s checkpoint (%d parameters) to %s in %.1fs\n", shape, c.NumParams(), out, time.Since(start).Seconds())
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/troupe-ml/troupe/nn/hf"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // tinyModel writes a tiny random Qwen3-shaped checkpoint with the real
@@ -176,5 +178,29 @@ func TestNoDeviceFlag(t *testing.T) {
 	var errb bytes.Buffer
 	if code := runCLI([]string{"lm", "logprobs", "--model-dir", t.TempDir(), "--ids", "1,2", "--device", "cuda"}, cmdIO{strings.NewReader(""), io.Discard, &errb}); code != 2 || !strings.Contains(errb.String(), "-device") {
 		t.Errorf("--device: exit %d, stderr %q; want a usage error", code, errb.String())
+	}
+}
+
+// TestInitWithoutTokenizer: without --tokenizer-dir, a shape over the
+// byte-level tokenizer's ids gets that tokenizer and the directory chats;
+// a shape with a real tokenizer's vocabulary is refused, naming the flag.
+func TestInitWithoutTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	out := run(t, "", "init", "--shape", "qwen3-byte", "--out", dir, "--dtype", "F32")
+	if !strings.Contains(out, "byte-level ChatML tokenizer") {
+		t.Errorf("init printed %q", out)
+	}
+	m, tok, err := hf.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	r, err := m.Chat(context.Background(), tok, nil, [][]hf.Message{{{Role: "user", Content: "hi"}}}, textgen.GenerateOptions{MaxTokens: 4})
+	if err != nil || len(r[0].Tokens) == 0 {
+		t.Errorf("chat with the new directory: %v, %v", r, err)
+	}
+	err = lmMain([]string{"init", "--shape", "qwen3-tiny", "--out", t.TempDir()}, nil, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--tokenizer-dir") {
+		t.Errorf("qwen3-tiny without a tokenizer: %v", err)
 	}
 }

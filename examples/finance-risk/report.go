@@ -10,9 +10,11 @@ import (
 	"examples/finance-risk/finrisk"
 	"examples/finance-risk/pipeline"
 	"github.com/troupe-ml/troupe/eval"
+	rlmetrics "github.com/troupe-ml/troupe/rl/metrics"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 var palette = []color.Color{
@@ -169,14 +171,24 @@ func line(p *plot.Plot, name string, ys []float64, c color.Color, dashed bool) e
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	}
 	p.Add(l)
+	if len(pts) == 1 { // a line through one point draws nothing
+		dot, err := plotter.NewScatter(pts)
+		if err != nil {
+			return err
+		}
+		dot.GlyphStyle = draw.GlyphStyle{Color: c, Radius: vg.Points(3), Shape: draw.CircleGlyph{}}
+		p.Add(dot)
+	}
 	p.Legend.Add(name, l)
 	return nil
 }
 
 func plotReward(r *Result, path string) error {
 	p := plot.New()
+	rlmetrics.Style(p)
 	p.Title.Text = "Decision training: reward components (solid) and weights (dashed)"
 	p.X.Label.Text = "round"
+	p.Y.Label.Text = "mean reward component / weight"
 	get := func(f func(RoundLog) float64) []float64 {
 		out := make([]float64, len(r.Rounds))
 		for i, l := range r.Rounds {
@@ -201,8 +213,8 @@ func plotReward(r *Result, path string) error {
 			return err
 		}
 	}
-	p.Legend.Top = true
-	return p.Save(9*vg.Inch, 5*vg.Inch, path)
+	// The legend in a column beside the axes, never over the curves.
+	return rlmetrics.SavePNG(p, path, 9*vg.Inch, 5*vg.Inch)
 }
 
 func plotAttention(r *Result, path string) error {

@@ -57,8 +57,15 @@ type Config struct {
 
 	// Pretrained Hugging Face models (both, or neither) instead of the warm
 	// starts: the small one for agents 1 and 3, each trained through LoRA.
-	SmallModelDir string `key:"small-model-dir"`
-	LargeModelDir string `key:"large-model-dir"`
+	SmallModelDir string  `key:"small-model-dir"`
+	LargeModelDir string  `key:"large-model-dir"`
+	LoRALR        float64 `key:"lora-lr"` // AdamW learning rate of their LoRA adapters (rank 16)
+	// -export-hf's Qwen3-shaped models (hidden width, layers; both roles)
+	// and their warm starts' steps (small; larger), on the warm start's data.
+	HFDim        int `key:"hf-dim"`
+	HFLayers     int `key:"hf-layers"`
+	HFSteps      int `key:"hf-steps"`
+	HFLargeSteps int `key:"hf-large-steps"`
 
 	Seed   uint64 `key:"seed"`    // data order, initialisation, warm start
 	RLSeed uint64 `key:"rl-seed"` // RL phase alone (0: seed), to repeat RL from one cached warm start
@@ -71,6 +78,7 @@ func DefaultConfig() Config {
 		MaxEn: 48, MaxZh: 24, EvalSplit: "test",
 		WarmSteps: 4000, CopySteps: 1500, LargeWarmSteps: 1000, WarmBatch: 16, WarmLR: 3e-3, FinalFrac: 0.4, Pseudo: 0.5,
 		Steps: 100, Batch: 4, Repeats: 8, RLLR: 0.05, RLLRLarge: 0.1, KLSmall: 0.2, KLLarge: 0.1, HardFrac: 0.5, RLTemp: 1, RLTempLarge: 0.5,
+		LoRALR: 3e-4, HFDim: 128, HFLayers: 3, HFSteps: 2000, HFLargeSteps: 700,
 		Seed: 1,
 	}
 }
@@ -82,6 +90,7 @@ func QuickConfig() Config {
 	c.MaxLen, c.Vocab, c.MaxEn, c.MaxZh, c.EvalN = 96, 320, 32, 16, 16
 	c.WarmSteps, c.CopySteps, c.LargeWarmSteps, c.WarmBatch, c.RoughTasks = 300, 100, 150, 8, 32
 	c.Steps, c.Batch, c.Repeats = 4, 2, 4
+	c.HFDim, c.HFLayers, c.HFSteps, c.HFLargeSteps = 32, 1, 60, 30
 	return c
 }
 
@@ -171,10 +180,13 @@ func (c *Config) LoadFile(path string) error {
 // check refuses values a run cannot use.
 func (c *Config) check() error {
 	f := c.fields()
-	for _, k := range []string{"small-dim", "small-layers", "large-dim", "large-layers", "vocab", "warm-batch", "steps", "batch", "repeats"} {
+	for _, k := range []string{"small-dim", "small-layers", "large-dim", "large-layers", "vocab", "warm-batch", "steps", "batch", "repeats", "hf-layers", "hf-steps", "hf-large-steps"} {
 		if v := f[k].Int(); v < 1 {
 			return fmt.Errorf("%s must be at least 1, got %d", k, v)
 		}
+	}
+	if c.HFDim < 4 || c.HFDim%8 != 0 {
+		return fmt.Errorf("hf-dim must be a multiple of 8 (four heads of an even width), got %d", c.HFDim)
 	}
 	if c.MaxLen < 32 {
 		return fmt.Errorf("max-len must be at least 32, got %d", c.MaxLen)
@@ -184,7 +196,7 @@ func (c *Config) check() error {
 			return fmt.Errorf("%s is a fraction in [0, 1], got %g", k, v)
 		}
 	}
-	if c.RLLR < 0 || c.RLLRLarge < 0 || c.KLSmall < 0 || c.KLLarge < 0 || c.RLTemp < 0 || c.RLTempLarge < 0 {
+	if c.RLLR < 0 || c.RLLRLarge < 0 || c.LoRALR < 0 || c.KLSmall < 0 || c.KLLarge < 0 || c.RLTemp < 0 || c.RLTempLarge < 0 {
 		return fmt.Errorf("learning rates, KL coefficients and temperatures must be at least 0")
 	}
 	if (c.SmallModelDir == "") != (c.LargeModelDir == "") {

@@ -25,6 +25,7 @@ type options struct {
 	ports    string // the two local servers' ports
 	servers  string // host:port,host:port of servers running elsewhere
 	pool     string // comma-separated run directories to pool
+	hfOut    string // folder to write Qwen3-shaped warm starts to, instead of running
 	profile  string
 }
 
@@ -46,6 +47,7 @@ func parseOptions(args []string) (options, error) {
 	var smallDir, largeDir string
 	fs.StringVar(&smallDir, "small-model-dir", "", "a pretrained Hugging Face model directory for agents 1 and 3 instead of the warm-started small model (with -large-model-dir; sets small-model-dir)")
 	fs.StringVar(&largeDir, "large-model-dir", "", "a pretrained Hugging Face model directory for agent 2 (sets large-model-dir)")
+	fs.StringVar(&o.hfOut, "export-hf", "", "warm-start Qwen3-shaped models on the warm start's data and write them as Hugging Face checkpoints (with the tokenizer and its chat template) to DIR/small and DIR/large, instead of running; then run RL on them with -small-model-dir DIR/small -large-model-dir DIR/large")
 	fs.StringVar(&o.profile, "profile", "", "write a profile (cpu, mem, allocs, block, mutex, trace) to <out>/profile")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: translation [flags]\n\nFlags:\n")
@@ -155,6 +157,9 @@ func run(o options) (*report, error) {
 	}
 	e := &env{tok: tok, qg: &grader.TranslationQualityGrader{Glossary: d.Glossary, Acronyms: d.Acronyms},
 		maxTok: 40, maxDetTok: 80, maxRough: 2 * o.MaxZh, rlTemp: o.RLTemp, rlTempLarge: o.RLTempLarge}
+	if o.hfOut != "" {
+		return nil, o.exportHF(e, d, train, o.hfOut)
+	}
 	var w *warmed
 	if o.SmallModelDir != "" {
 		var closeBases func()

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/troupe-ml/troupe/api"
@@ -11,6 +14,8 @@ import (
 	"github.com/troupe-ml/troupe/nn/hf"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/rl/policies"
+	"github.com/troupe-ml/troupe/swarm/adapter"
 	"github.com/troupe-ml/troupe/swarm/hfmodel"
 	"github.com/troupe-ml/troupe/textgen"
 )
@@ -23,27 +28,30 @@ func lmDecoder(lm *nn.LM, tok *tokenizer.Tokenizer) decoder {
 	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) { return generate(lm, tok, msgs, maxTok) }
 }
 
-// hfDecoder decodes with a pretrained model, its chat template and the agent's LoRA adapter.
+// hfDecoder decodes with a pretrained model, its chat template and the
+// agent's LoRA adapter, 32 conversations at a time.
 func hfDecoder(base *hf.Model, tok *hf.Tokenizer, ad *hf.LoRA) decoder {
 	return func(msgs [][]tokenizer.Message, maxTok int) ([]string, error) {
-		prompts := make([][]int, len(msgs))
-		for i, conv := range msgs {
-			var sm []api.Message
-			for _, m := range conv {
-				sm = append(sm, api.Message{Role: m.Role, Content: m.Content})
+		out := make([]string, 0, len(msgs))
+		for batch := range slices.Chunk(msgs, 32) {
+			prompts := make([][]int, len(batch))
+			for i, conv := range batch {
+				var sm []api.Message
+				for _, m := range conv {
+					sm = append(sm, api.Message{Role: m.Role, Content: m.Content})
+				}
+				var err error
+				if prompts[i], err = (hfmodel.Chat{Tok: tok}).ChatPrompt(context.Background(), sm, nil); err != nil {
+					return nil, err
+				}
 			}
-			var err error
-			if prompts[i], err = (hfmodel.Chat{Tok: tok}).ChatPrompt(context.Background(), sm, nil); err != nil {
+			gens, err := base.Generate(context.Background(), ad, prompts, textgen.GenerateOptions{MaxTokens: maxTok, StopTokens: tok.StopTokens()}, nil)
+			if err != nil {
 				return nil, err
 			}
-		}
-		gens, err := base.Generate(context.Background(), ad, prompts, textgen.GenerateOptions{MaxTokens: maxTok, StopTokens: tok.StopTokens()}, nil)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]string, len(gens))
-		for i, g := range gens {
-			out[i] = strings.ToValidUTF8(tok.Decode(g.Tokens, true), "\uFFFD")
+			for _, g := range gens {
+				out = append(out, strings.ToValidUTF8(tok.Decode(g.Tokens, true), "\uFFFD"))
+			}
 		}
 		return out, nil
 	}
@@ -69,6 +77,12 @@ func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), er
 		}
 	}()
 	w = &warmed{train: train}
+	// An -export-hf model comes with agent 1's rough translations (RL's hard tasks).
+	if b, err := os.ReadFile(filepath.Join(o.SmallModelDir, roughFile)); err == nil {
+		if err := json.Unmarshal(b, &w.roughs); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", filepath.Join(o.SmallModelDir, roughFile), err)
+		}
+	}
 	for i, dir := range []string{o.SmallModelDir, o.LargeModelDir} {
 		name := [2]string{"small", "large"}[i]
 		l := bases[filepath.Clean(dir)]
@@ -82,14 +96,46 @@ func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), er
 				return nil, nil, err
 			}
 		}
-		m, pol, err := hfmodel.New(hfmodel.Config{Name: name, Base: l.base, Tokenizer: l.tok,
-			LoRAConfig: hf.LoRAConfig{Rank: 16, Alpha: 32, Seed: o.Seed + uint64(i)}, Trainer: rl.NewGRPO(rl.GRPOConfig{ClipEps: 0.2})})
+		kl := [2]float64{o.KLSmall, o.KLLarge}[i]
+		m, pol, err := newHFModel(name, l.base, l.tok, o.Seed+uint64(i), o.LoRALR, kl, i == 1)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s model %s: %w", name, dir, err)
 		}
 		w.models[i] = m
 		w.dec[i] = hfDecoder(l.base, l.tok, pol.Adapter)
-		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections", name, dir, l.base.Config.Arch, l.base.Config.NumParams())
+		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections, AdamW %g, KL β %g to the base", name, dir, l.base.Config.Arch, l.base.Config.NumParams(), o.LoRALR, kl)
 	}
 	return w, closeAll, nil
+}
+
+// newHFModel serves a pretrained base through a new LoRA adapter (rank 16)
+// trained by GRPO with AdamW at lr, the miniatures' recipe otherwise: a k3
+// KL penalty to the base (the adapter switched off) when klCoef > 0, and
+// with maskFirst each sampled answer's first token as context.
+func newHFModel(name string, base *hf.Model, tok *hf.Tokenizer, seed uint64, lr, klCoef float64, maskFirst bool) (*adapter.Adapter, *policies.LoRA, error) {
+	if !tok.HasChatTemplate() {
+		return nil, nil, fmt.Errorf("the tokenizer has no chat template")
+	}
+	ad, err := hf.NewLoRA(base, hf.LoRAConfig{Rank: 16, Alpha: 32, Seed: seed})
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := rl.GRPOConfig{ClipEps: 0.2}
+	if klCoef > 0 {
+		cfg.Ref, cfg.KLCoef = policies.LoRABase{Model: base}, klCoef
+	}
+	opt := nn.NewAdamW(nn.Constant(lr), 0)
+	pol := policies.NewLoRA(ad, opt, 1)
+	maxLen := min(base.Config.MaxPos, hfmodel.DefaultMaxLen)
+	a, err := adapter.New(adapter.Config{
+		Name:      name,
+		Tokenizer: hfmodel.Chat{Tok: tok},
+		Sampler:   &hfmodel.Sampler{Base: base, LoRA: ad, StopTokens: tok.StopTokens()},
+		Policy:    pol,
+		Trainer:   rl.NewGRPO(cfg),
+		State:     &adapter.StoreState{Store: ad.Store, Opt: opt},
+		MaxLen:    maxLen,
+		Prepare:   prepare(maxLen, maskFirst),
+	})
+	return a, pol, err
 }

@@ -71,3 +71,42 @@ func TestPretrainedFlagsGoTogether(t *testing.T) {
 		t.Error("-small-model-dir without -large-model-dir was accepted")
 	}
 }
+
+// TestExportHFQuickRun: -export-hf writes two Hugging Face model
+// directories (weights, the tokenizer with its chat template, agent 1's
+// rough translations) that the -quick workflow then serves and trains
+// with LoRA adapters.
+func TestExportHFQuickRun(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	if rep, err := run(quickOptions(t, t.TempDir(), "-export-hf", dir)); err != nil || rep != nil {
+		t.Fatalf("export: report %v, %v", rep, err)
+	}
+	for _, role := range []string{"small", "large"} {
+		m, tok, err := hf.Open(filepath.Join(dir, role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := tok.ApplyChatTemplate([]hf.Message{{Role: "user", Content: "matrix"}}, true)
+		m.Close()
+		if err != nil || tok.Decode(ids, false) != "<|bos|><|user|>matrix<|end|><|assistant|>" {
+			t.Errorf("%s: chat template gives %q, %v", role, tok.Decode(ids, false), err)
+		}
+		if stop := tok.StopTokens(); len(stop) == 0 || tok.Decode(stop[:1], false) != "<|end|>" {
+			t.Errorf("%s: stop tokens %v", role, stop)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "small", roughFile)); err != nil {
+		t.Error(err)
+	}
+	out := t.TempDir()
+	rep, err := run(quickOptions(t, out, "-small-model-dir", filepath.Join(dir, "small"), "-large-model-dir", filepath.Join(dir, "large"), "-set", "steps=2", "-set", "eval-n=4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rep.steps[len(rep.steps)-1]; len(rep.steps) != 2 || last.GlobalSmall < 2 || last.GlobalLarge < 2 {
+		t.Errorf("%d RL steps, servers at %d and %d, want 2 each", len(rep.steps), last.GlobalSmall, last.GlobalLarge)
+	}
+}

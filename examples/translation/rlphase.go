@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/rl"
+	rlmetrics "github.com/troupe-ml/troupe/rl/metrics"
 	"github.com/troupe-ml/troupe/rl/policies"
 	"github.com/troupe-ml/troupe/swarm"
 	"github.com/troupe-ml/troupe/swarm/adapter"
@@ -122,21 +123,27 @@ func newLMModel(name string, lm *nn.LM, tok *tokenizer.Tokenizer, lr, klCoef flo
 		Trainer:   rl.NewGRPO(cfg),
 		State:     &adapter.StoreState{Store: lm.Store, Opt: opt, Meta: map[string]string{"tokenizer": string(tj)}},
 		MaxLen:    lm.Config.MaxLen,
-		Prepare: func(batch []rl.Sample) (kept []rl.Sample, dropped int) {
-			for _, s := range batch {
-				ok := true
-				if maskFirst && len(s.LogProbs) > 0 { // sampled, not forced, answers
-					s, ok = firstAsContext(s)
-				}
-				if !ok || len(s.Prompt) == 0 || len(s.Actions) == 0 || len(s.Prompt)+len(s.Actions) > lm.Config.MaxLen {
-					dropped++
-					continue
-				}
-				kept = append(kept, s)
-			}
-			return kept, dropped
-		},
+		Prepare:   prepare(lm.Config.MaxLen, maskFirst),
 	})
+}
+
+// prepare keeps the samples that fit maxLen tokens and, with maskFirst,
+// moves each sampled answer's first token to its prompt (firstAsContext).
+func prepare(maxLen int, maskFirst bool) func([]rl.Sample) ([]rl.Sample, int) {
+	return func(batch []rl.Sample) (kept []rl.Sample, dropped int) {
+		for _, s := range batch {
+			ok := true
+			if maskFirst && len(s.LogProbs) > 0 { // sampled, not forced, answers
+				s, ok = firstAsContext(s)
+			}
+			if !ok || len(s.Prompt) == 0 || len(s.Actions) == 0 || len(s.Prompt)+len(s.Actions) > maxLen {
+				dropped++
+				continue
+			}
+			kept = append(kept, s)
+		}
+		return kept, dropped
+	}
 }
 
 // tailChat keeps the last n tokens of an over-long chat prompt, the open
@@ -179,7 +186,13 @@ func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error 
 		}
 	}
 	logf("RL task mix: %.0f%% of each batch from the %d train sentences whose warm-start rough translation misses a glossary term, the rest random", 100*o.HardFrac, len(hard))
-	bar := progressbar.NewOptions(o.Steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
+	// The bar only on a terminal: in a log file it would interleave with the step lines.
+	var bar *progressbar.ProgressBar
+	lead := ""
+	if rlmetrics.IsTerminal(os.Stderr) {
+		bar = progressbar.NewOptions(o.Steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
+		lead = "\n"
+	}
 	for step := 0; step < o.Steps; step++ {
 		batch := make([]task, o.Batch)
 		for i := range batch {
@@ -217,8 +230,10 @@ func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error 
 			}
 		}
 		rep.steps = append(rep.steps, stepRow{Step: step + 1, RewardSmall: rs, RewardLarge: rl, GlobalSmall: gs[0], GlobalLarge: gs[1], Seconds: time.Since(st).Seconds()})
-		bar.Add(1)
-		fmt.Fprintf(os.Stderr, "\n[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g)\n",
+		if bar != nil {
+			bar.Add(1)
+		}
+		fmt.Fprintf(os.Stderr, lead+"[%6.1fs] step %d: reward small %.3f (server step %d, grad norm %.3g) | reward large %.3f (server step %d, grad norm %.3g)\n",
 			time.Since(t0).Seconds(), step+1, rs, gs[0], gn[0], rl, gs[1], gn[1])
 	}
 	for i, s := range srv.local {

@@ -53,6 +53,13 @@ func roleExample(tok *tokenizer.Tokenizer, msgs []tokenizer.Message, reply strin
 	return nn.SeqExample{Prompt: p, Target: append(tok.Encode(reply), tok.MustSpecialID(tokenizer.End))}, nil
 }
 
+// lmEncoder encodes examples for troupe's own models (roleExample).
+func lmEncoder(tok *tokenizer.Tokenizer) encoder {
+	return func(msgs []tokenizer.Message, reply string) (nn.SeqExample, error) {
+		return roleExample(tok, msgs, reply)
+	}
+}
+
 // warmMix is the small model's warm-start mixture (Config's fields of the
 // same names; the larger model's is zero).
 type warmMix struct {
@@ -135,8 +142,20 @@ func (c warmCfg) trainer(lm *nn.LM) *nn.LMTrainer {
 	return nn.NewLMTrainer(lm, opt, nn.TrainConfig{ClipNorm: 1, LenBucket: 32})
 }
 
+// stepper takes one supervised step on a batch and returns its mean
+// per-token loss: an nn.LMTrainer, or hfStepper for an nn/hf model's
+// adapter.
+type stepper interface {
+	SupervisedStep(batch []nn.SeqExample) (float64, error)
+}
+
+// encoder makes the supervised example of msgs answered by reply (and the
+// end of the turn): roleExample with troupe's tokenizer, hfEncoder with a
+// Hugging Face one.
+type encoder func(msgs []tokenizer.Message, reply string) (nn.SeqExample, error)
+
 // supervise runs steps [from, to) on draw's examples: the mean loss of the last 20.
-func (c warmCfg) supervise(role string, tr *nn.LMTrainer, from, to int, draw func() (nn.SeqExample, error)) (float64, error) {
+func (c warmCfg) supervise(role string, tr stepper, from, to int, draw func() (nn.SeqExample, error)) (float64, error) {
 	start := time.Now()
 	mean := 0.0
 	for s := from; s < to; s++ {
@@ -215,41 +234,55 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 		}
 		lm = cfg.newLM(tok.VocabSize())
 	}
+	loss, rx, err := trainSmall(cfg, cfg.trainer(lm), lmEncoder(tok), lmDecoder(lm, tok), tasks, g)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	cfg.save("small", base, lm, tj, rx)
+	return lm, loss, rx, nil
+}
+
+// trainSmall runs the small model's warm-start phases on tr: CopySteps of
+// agent 3 alone on pseudo-rough texts, learning to copy before it is a
+// share of a mixture; half the rest mixing in agent 1; then agent 1
+// (dec) translates train sentences, and the rest trains on those rough
+// translations too. It returns the last 20 steps' mean loss and the rough
+// translations.
+func trainSmall(cfg warmCfg, tr stepper, enc encoder, dec decoder, tasks []task, g *corpus.Glossary) (float64, []roughEx, error) {
 	var rx []roughEx // agent 1's rough translations, made after the first phase
-	tr := cfg.trainer(lm)
 	r := rand.New(rand.NewPCG(cfg.Seed, 99))
 	pseudo := func() (nn.SeqExample, error) {
 		t := tasks[r.IntN(len(tasks))]
 		rough, corr, target := pseudoFinalExample(tasks, g, r, cfg.MaxRough)
-		return roleExample(tok, msgsFinal(t.En, rough, corr), target)
+		return enc(msgsFinal(t.En, rough, corr), target)
 	}
 	// Agent 1 with probability 1 − FinalFrac, else agent 3: on a pseudo-rough
 	// text (first phase; then with probability Pseudo) or a rough translation.
 	mixed := func() (nn.SeqExample, error) {
 		if r.Float64() >= cfg.Mix.FinalFrac {
 			t := tasks[r.IntN(len(tasks))]
-			return roleExample(tok, msgsTranslate(t.En), t.Ref)
+			return enc(msgsTranslate(t.En), t.Ref)
 		}
 		if len(rx) == 0 || r.Float64() < cfg.Mix.Pseudo {
 			return pseudo()
 		}
 		x := rx[r.IntN(len(rx))]
 		rough, corr, target := finalExample(x, g, r, cfg.MaxRough)
-		return roleExample(tok, msgsFinal(x.T.En, rough, corr), target)
+		return enc(msgsFinal(x.T.En, rough, corr), target)
 	}
 	c0 := min(cfg.Mix.CopySteps, cfg.Steps)
 	half := c0 + (cfg.Steps-c0)/2
 	if _, err := cfg.supervise("small (agent 3 copy)", tr, 0, c0, pseudo); err != nil {
-		return nil, 0, nil, err
+		return 0, nil, err
 	}
 	if _, err := cfg.supervise("small (agents 1+3, pseudo)", tr, c0, half, mixed); err != nil {
-		return nil, 0, nil, err
+		return 0, nil, err
 	}
 	st := time.Now()
 	picked := pickRoughTasks(tasks, cfg.Mix.RoughTasks, cfg.Seed)
-	outs, err := generate(lm, tok, translateAll(picked), cfg.MaxTok) // agent 1's greedy translations
+	outs, err := dec(translateAll(picked), cfg.MaxTok) // agent 1's greedy translations
 	if err != nil {
-		return nil, 0, nil, err
+		return 0, nil, err
 	}
 	for i, t := range picked {
 		rx = append(rx, roughEx{T: t, Rough: outs[i]})
@@ -257,10 +290,9 @@ func warmStartSmall(cfg warmCfg, tasks []task, tok *tokenizer.Tokenizer, g *corp
 	logf("warm start small: agent 1 translated %d train sentences (%.1fs)", len(rx), time.Since(st).Seconds())
 	loss, err := cfg.supervise("small (agents 1+3)", tr, half, cfg.Steps, mixed)
 	if err != nil {
-		return nil, 0, nil, err
+		return 0, nil, err
 	}
-	cfg.save("small", base, lm, tj, rx)
-	return lm, loss, rx, nil
+	return loss, rx, nil
 }
 
 // warmStartLarge trains (or loads from the cache) the detector, agent 2, on
@@ -282,8 +314,19 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, g *corp
 	if len(rx) == 0 {
 		return nil, 0, errors.New("warm start large: no rough translations")
 	}
+	loss, err := trainLarge(cfg, cfg.trainer(lm), lmEncoder(tok), rx, g)
+	if err != nil {
+		return nil, 0, err
+	}
+	cfg.save("large", base, lm, tj, nil)
+	return lm, loss, nil
+}
+
+// trainLarge runs the detector's warm start on tr: agent 1's rough
+// translations rx (detectExample), half of them of sentences with glossary
+// terms, where errors can occur. It returns the last 20 steps' mean loss.
+func trainLarge(cfg warmCfg, tr stepper, enc encoder, rx []roughEx, g *corpus.Glossary) (float64, error) {
 	withTerms := slices.DeleteFunc(slices.Clone(rx), func(x roughEx) bool { return len(x.T.Terms) == 0 })
-	tr := cfg.trainer(lm)
 	r := rand.New(rand.NewPCG(cfg.Seed, 99))
 	draw := func() (nn.SeqExample, error) {
 		x := rx[r.IntN(len(rx))]
@@ -291,14 +334,9 @@ func warmStartLarge(cfg warmCfg, rx []roughEx, tok *tokenizer.Tokenizer, g *corp
 			x = withTerms[r.IntN(len(withTerms))]
 		}
 		en, rough, label := detectExample(x, g, r, cfg.MaxRough)
-		return roleExample(tok, msgsDetect(g, en, rough), label)
+		return enc(msgsDetect(g, en, rough), label)
 	}
-	loss, err := cfg.supervise("large (agent 2)", tr, 0, cfg.Steps, draw)
-	if err != nil {
-		return nil, 0, err
-	}
-	cfg.save("large", base, lm, tj, nil)
-	return lm, loss, nil
+	return cfg.supervise("large (agent 2)", tr, 0, cfg.Steps, draw)
 }
 
 // warmed is what the warm starts leave for the RL phase, with agent 1's

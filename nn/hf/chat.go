@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/troupe-ml/troupe/nn/tokenizer"
 	"github.com/troupe-ml/troupe/nn/tokenizer/jinja"
+	"github.com/troupe-ml/troupe/textgen"
 )
 
 // Tokenizer is a model directory's tokenizer (tokenizer.json) with its chat
@@ -71,7 +73,9 @@ func LoadTokenizer(dir string) (*Tokenizer, error) {
 // StopTokens are the ids that end a generation: the tokenizer's eos_token
 // and the eos_token_id of config.json and generation_config.json (Qwen's
 // <|im_end|> and <|endoftext|>, Llama 3's <|eot_id|> and
-// <|end_of_text|>).
+// <|end_of_text|>). Model.Generate stops only at the StopTokens of its
+// options: pass these there (textgen.GenerateOptions{StopTokens:
+// tok.StopTokens()}), or call Model.Chat, which does.
 func (t *Tokenizer) StopTokens() []int { return slices.Clone(t.stop) }
 
 // HasChatTemplate reports whether tokenizer_config.json has a chat
@@ -105,4 +109,83 @@ func (t *Tokenizer) RenderContext(ctx context.Context, in jinja.ChatInput) (stri
 		return "", fmt.Errorf("hf: chat template: %w", err)
 	}
 	return s, nil
+}
+
+// Message is one chat message: a role ("system", "user", "assistant") and
+// its text, as chat templates read messages.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ApplyChatTemplate renders msgs with the model's chat template and
+// encodes the text, as transformers' apply_chat_template(msgs,
+// add_generation_prompt=...) does: with addGenerationPrompt the ids end
+// with the opening of the assistant's turn, ready for Generate.
+func (t *Tokenizer) ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) ([]int, error) {
+	return t.ApplyChatTemplateContext(context.Background(), msgs, addGenerationPrompt)
+}
+
+// ApplyChatTemplateContext is ApplyChatTemplate within ChatLimits,
+// stopping when ctx is done.
+func (t *Tokenizer) ApplyChatTemplateContext(ctx context.Context, msgs []Message, addGenerationPrompt bool) ([]int, error) {
+	in := jinja.ChatInput{AddGenerationPrompt: addGenerationPrompt, Messages: make([]map[string]any, len(msgs))}
+	for i, m := range msgs {
+		in.Messages[i] = map[string]any{"role": m.Role, "content": m.Content}
+	}
+	s, err := t.RenderContext(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return t.Encode(s), nil
+}
+
+// Reply is a model's answer to a conversation.
+type Reply struct {
+	// Text is the answer decoded without special tokens (the stop token
+	// is left out), invalid UTF-8 replaced by U+FFFD.
+	Text string
+	// Generation holds the sampled tokens (with the stop token, when the
+	// model stopped), their log-probabilities and the finish reason.
+	textgen.Generation
+	// Prompt is the encoded conversation the answer continues.
+	Prompt []int
+}
+
+// Chat answers each conversation with the model and adapter ad (nil: the
+// base): the prompt is the chat template's (ApplyChatTemplate with a
+// generation prompt), and generation stops at tok's StopTokens as well as
+// at those of opts. The zero opts decode greedily.
+func (m *Model) Chat(ctx context.Context, tok *Tokenizer, ad *LoRA, convs [][]Message, opts textgen.GenerateOptions) ([]Reply, error) {
+	prompts := make([][]int, len(convs))
+	for i, c := range convs {
+		var err error
+		if prompts[i], err = tok.ApplyChatTemplateContext(ctx, c, true); err != nil {
+			return nil, fmt.Errorf("hf: conversation %d: %w", i, err)
+		}
+	}
+	opts.StopTokens = append(slices.Clip(opts.StopTokens), tok.stop...)
+	gens, err := m.Generate(ctx, ad, prompts, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Reply, len(gens))
+	for i, g := range gens {
+		out[i] = Reply{Text: strings.ToValidUTF8(tok.Decode(g.Tokens, true), "\uFFFD"), Generation: g, Prompt: prompts[i]}
+	}
+	return out, nil
+}
+
+// Open loads a model directory's model (Load) and its tokenizer with its
+// chat template and stop tokens (LoadTokenizer).
+func Open(dir string) (*Model, *Tokenizer, error) {
+	tok, err := LoadTokenizer(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, tok, nil
 }

@@ -15,6 +15,14 @@
 // Llama's attention and MLP biases and Mistral's sliding window are
 // switches of Config. A Model is frozen and safe for concurrent use.
 //
+// # Chat
+//
+// Open loads a directory's model and tokenizer. Tokenizer.ApplyChatTemplate
+// turns messages into prompt ids with the model's chat template; Model.Chat
+// renders, generates until one of the tokenizer's StopTokens (the end of
+// the assistant's turn) and decodes. Generate stops only at the StopTokens
+// of its options.
+//
 // # Scoring, generation, training
 //
 // TokenLogProbs scores target tokens given prompts; Generate samples with a
@@ -22,8 +30,11 @@
 // of every sampled token, equal to TokenLogProbs' for the same tokens up to
 // float32 rounding. ForwardBackward runs the forward and backward passes
 // by hand (the base is frozen, so only input gradients flow through it) and
-// accumulates the gradients of a LoRA adapter's matrices; Policy makes an
-// adapter an rl.Policy, so rl's GRPO, PPO, REINFORCE and RLOO train it.
+// accumulates the gradients of a LoRA adapter's matrices; package
+// rl/policies' LoRA makes an adapter an rl.Policy, so rl's GRPO, PPO,
+// REINFORCE and RLOO train it; package rl/grpo runs the whole loop
+// (datasets, reward functions, evaluation, checkpoints) for a team of
+// adapters.
 //
 // # LoRA
 //

@@ -19,6 +19,13 @@ var Shapes = map[string]Config{
 	"qwen3-tiny": {Arch: "qwen3", Vocab: 151936, Hidden: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Intermediate: 64, MaxPos: 4096, RMSEps: 1e-6, RopeTheta: 1e6, Tied: true, QKNorm: true,
 		BOS: []int{151643}, EOS: []int{151645}},
+	// Two tiny layers over the 259 ids of tokenizer.ByteChatML (the bytes
+	// and ChatML's three special tokens): a model that needs no
+	// downloaded tokenizer, for examples, tests and models trained from
+	// scratch.
+	"qwen3-byte": {Arch: "qwen3", Vocab: 259, Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Intermediate: 128, MaxPos: 2048, RMSEps: 1e-6, RopeTheta: 10000, Tied: true, QKNorm: true,
+		EOS: []int{258}},
 	// Llama 3's vocabulary on two tiny layers, with Llama 3.1's RoPE scaling.
 	"llama3-tiny": {Arch: "llama", Vocab: 128256, Hidden: 32, Layers: 2, Heads: 4, KVHeads: 1, HeadDim: 8,
 		Intermediate: 64, MaxPos: 4096, RMSEps: 1e-5, RopeTheta: 500000,

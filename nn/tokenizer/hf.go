@@ -45,6 +45,9 @@ type HF struct {
 	size       int
 	cfg        HFConfig
 	addedBytes int // the added tokens' contents, while loading
+	// fingerprint is Fingerprint's hash, of what decides the ids: the
+	// vocabulary, merges, added tokens, normalizer and pre-tokenizer.
+	fingerprint string
 }
 
 // HFConfig is what tokenizer_config.json says about special tokens and chat.
@@ -345,6 +348,7 @@ func parseHF(tj, cj []byte) (*HF, error) {
 		}
 	}
 	t.buildMatchers()
+	t.fingerprint = t.hash(f.Normalizer, f.PreTokenizer)
 	if t.cfg, err = cfg.config(f.PostProcessor, t); err != nil {
 		return nil, fmt.Errorf("tokenizer_config.json: %w", err)
 	}

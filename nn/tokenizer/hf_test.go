@@ -372,13 +372,7 @@ func TestHFVariantsMatchJS(t *testing.T) {
 }
 
 // byteLevel writes bytes in the byte-level alphabet, as tokenizer.json does.
-func byteLevel(s string) string {
-	var sb strings.Builder
-	for i := 0; i < len(s); i++ {
-		sb.WriteRune(byteToRune[s[i]])
-	}
-	return sb.String()
-}
+func byteLevel(s string) string { return byteLevelString([]byte(s)) }
 
 // tinyHF builds a small tokenizer.json: the 256 byte tokens, the merges
 // (in byte-level text, as "a b" strings) with their results appended to

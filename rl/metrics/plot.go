@@ -39,7 +39,7 @@ type Series struct {
 // PlotPNG draws curves into a 16×10 cm PNG: each series in its own Palette
 // colour, the legend beside the axes rather than over the curves, and
 // NiceTicks on both axes. An empty ylabel is the series' names. NaN and
-// ±Inf points are left out.
+// ±Inf points are left out; a series of one point is drawn as a dot.
 func PlotPNG(path, title, xlabel, ylabel string, series ...Series) error {
 	p, err := linePlot(title, xlabel, ylabel, series)
 	if err != nil {
@@ -83,8 +83,19 @@ func linePlot(title, xlabel, ylabel string, series []Series) (*plot.Plot, error)
 		}
 		StyleLine(&line.LineStyle, i)
 		p.Add(line)
+		var thumb plot.Thumbnailer = line
+		if len(xy) == 1 {
+			// A line through one point draws nothing: a dot marks it.
+			dot, err := plotter.NewScatter(xy)
+			if err != nil {
+				return nil, fmt.Errorf("metrics: plot %q: %w", s.Name, err)
+			}
+			dot.GlyphStyle = draw.GlyphStyle{Color: Palette[i%len(Palette)], Radius: vg.Points(3), Shape: draw.CircleGlyph{}}
+			p.Add(dot)
+			thumb = dot
+		}
 		if len(series) > 1 {
-			p.Legend.Add(s.Name, line)
+			p.Legend.Add(s.Name, thumb)
 		}
 	}
 	return p, nil
@@ -133,7 +144,8 @@ func Style(p *plot.Plot) {
 
 // SavePNG writes p as a w×h PNG at 144 dots per inch. The legend, when p
 // has one, is drawn in a column to the right of the plot, outside the
-// data, with its entries at the top.
+// data, with its entries at the top; the title is then centred over the
+// whole image.
 func SavePNG(p *plot.Plot, path string, w, h vg.Length) error {
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(144))
 	dc := draw.New(img)
@@ -142,10 +154,21 @@ func SavePNG(p *plot.Plot, path string, w, h vg.Length) error {
 	if width := r.Max.X - r.Min.X; width > 0 {
 		pad := vg.Points(8)
 		p.Legend = plot.NewLegend() // p.Draw draws no legend
-		p.Draw(draw.Crop(dc, 0, -(width + 2*pad), 0, 0))
+		area := dc
+		if title := p.Title.Text; title != "" {
+			// The title is centred over the whole image, legend column
+			// included, so that a long one is not cut at the left.
+			size := p.Title.TextStyle.Rectangle(title).Size()
+			x := max(dc.Center().X, dc.Min.X+size.X/2+pad)
+			dc.FillText(p.Title.TextStyle, vg.Point{X: x, Y: dc.Max.Y + p.Title.TextStyle.FontExtents().Descent}, title)
+			area = draw.Crop(dc, 0, 0, 0, -(size.Y + p.Title.Padding))
+			p.Title.Text = ""
+			defer func() { p.Title.Text = title }()
+		}
+		p.Draw(draw.Crop(area, 0, -(width + 2*pad), 0, 0))
 		p.Legend = legend
 		legend.Top, legend.Left = true, true
-		strip := draw.Crop(dc, w-width-pad, -pad, 0, -pad)
+		strip := draw.Crop(area, w-width-pad, -pad, 0, -pad)
 		legend.Draw(strip)
 	} else {
 		p.Draw(dc)

@@ -168,3 +168,53 @@ func TestPlotLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestPlotOnePoint: a series of a single point (a run of one step) is
+// drawn as a dot of its colour, beside a curve of several points.
+func TestPlotOnePoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.png")
+	one := Series{Name: "one step", X: []float64{1}, Y: []float64{0.5}}
+	many := Series{Name: "curve", X: []float64{0, 1, 2}, Y: []float64{0, 1, 0.2}}
+	if err := PlotPNG(path, "t", "step", "reward", one, many); err != nil {
+		t.Fatal(err)
+	}
+	img := decodePNG(t, path)
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if isColor(img.At(x, y), Palette[0]) {
+				n++
+			}
+		}
+	}
+	// A dot of 3 points' radius at 144 dpi is about 110 pixels, drawn
+	// twice (the data and the legend).
+	if n < 100 {
+		t.Errorf("%d pixels of the one-point series' colour, want a dot", n)
+	}
+}
+
+// TestPlotLongTitle: a title wider than the axes beside the legend column
+// is drawn whole, within the image.
+func TestPlotLongTitle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.png")
+	a := Series{Name: "small model (translation quality)", X: []float64{0, 1}, Y: []float64{0, 1}}
+	b := Series{Name: "larger model (term detection)", X: []float64{0, 1}, Y: []float64{1, 0}}
+	if err := PlotPNG(path, "GRPO training reward per step (each model's own grader)", "step", "reward", a, b); err != nil {
+		t.Fatal(err)
+	}
+	img := decodePNG(t, path)
+	bd := img.Bounds()
+	lo, hi := bd.Max.X, -1
+	for y := bd.Min.Y; y < bd.Min.Y+35; y++ { // the title's rows
+		for x := bd.Min.X; x < bd.Max.X; x++ {
+			if r, g, b, _ := img.At(x, y).RGBA(); r>>8 < 100 && g>>8 < 100 && b>>8 < 100 {
+				lo, hi = min(lo, x), max(hi, x)
+			}
+		}
+	}
+	if hi < 0 || lo < 4 || hi > bd.Max.X-5 || hi-lo < bd.Dx()/2 {
+		t.Errorf("title drawn over x in [%d, %d] of an image %d wide, want it whole inside", lo, hi, bd.Dx())
+	}
+}

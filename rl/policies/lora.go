@@ -92,4 +92,34 @@ func (p *LoRA) Version() int64 { return p.version }
 // SetVersion sets the version, for a policy restored from a checkpoint.
 func (p *LoRA) SetVersion(v int64) { p.version = v }
 
-var _ rl.Policy = (*LoRA)(nil)
+// LoRABase is the frozen base model of LoRA adapters as an rl.Policy: it
+// scores actions with no adapter, the reference of a KL penalty to the
+// base (rl.GRPOConfig.Ref). ForwardBackward and Step are errors.
+type LoRABase struct{ Model *hf.Model }
+
+// LogProbs implements rl.Policy.
+func (b LoRABase) LogProbs(batch []rl.Sample) ([][]float32, error) {
+	seqs, err := seqsOf(batch)
+	if err != nil {
+		return nil, err
+	}
+	return b.Model.TokenLogProbs(nil, seqs)
+}
+
+// ForwardBackward implements rl.Policy: the base is frozen.
+func (LoRABase) ForwardBackward([]rl.Sample, rl.LossFunc) error {
+	return errors.New("policies: LoRABase: the base model is frozen")
+}
+
+// Step implements rl.Policy: the base is frozen.
+func (LoRABase) Step() (rl.StepInfo, error) {
+	return rl.StepInfo{}, errors.New("policies: LoRABase: the base model is frozen")
+}
+
+// Version implements rl.Policy: always 0.
+func (LoRABase) Version() int64 { return 0 }
+
+var (
+	_ rl.Policy = (*LoRA)(nil)
+	_ rl.Policy = LoRABase{}
+)

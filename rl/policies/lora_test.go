@@ -172,3 +172,44 @@ func TestPolicySkipsNonFinite(t *testing.T) {
 		t.Fatalf("step after a NaN loss: %+v, %v, version %d; want skipped", info, err, pol.Version())
 	}
 }
+
+// TestLoRABase: the base policy scores with the adapter switched off, the
+// same before and after the adapter trains, and refuses to train.
+func TestLoRABase(t *testing.T) {
+	m := loadTiny(t, tinyQwen3(), 1)
+	ad, err := hf.NewLoRA(m, hf.LoRAConfig{Rank: 4, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := []rl.Sample{{Prompt: []int{5, 6, 7}, Actions: []int{8, 9}}}
+	want, err := m.TokenLogProbs(nil, []hf.Seq{{Prompt: batch[0].Prompt, Target: batch[0].Actions}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := NewLoRA(ad, nn.NewAdamW(nn.Constant(1e-2), 0), 0)
+	for range 3 {
+		if err := pol.ForwardBackward(batch, func(logp, _ [][]float32) (float64, [][]float32, [][]float32) {
+			return 0, [][]float32{{-1, -1}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pol.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := LoRABase{Model: m}
+	got, err := base.LogProbs(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapted, _ := pol.LogProbs(batch)
+	if !cmp.Equal(got, want) || cmp.Equal(adapted, want) {
+		t.Errorf("base log-probs %v, want %v (the adapter's %v)", got, want, adapted)
+	}
+	if base.ForwardBackward(batch, nil) == nil || base.Version() != 0 {
+		t.Error("the base trained")
+	}
+	if _, err := base.Step(); err == nil {
+		t.Error("the base stepped")
+	}
+}
