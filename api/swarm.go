@@ -30,6 +30,15 @@ type ClaimRequest struct {
 	ThrottlePolicy        *ThrottlePolicy `json:"throttle_policy,omitempty"`
 	// PartitionLimit is older AgentJet clients' name of ThrottlePolicy.
 	PartitionLimit *ThrottlePolicy `json:"partition_limit,omitempty"`
+	// TeamID and TeamSize (troupe's extension, which AgentJet's client
+	// never sends) make the episode a member of a team episode: every
+	// member claims on its own agent's server with the same team_id (a
+	// client-chosen string; choose it unguessable, a UUID) and team_size
+	// (2 to 64). No member of a team is trained until all team_size
+	// members have ended; when any is aborted, expires or dies with its
+	// server, none is (dropped as "team_incomplete").
+	TeamID   *string `json:"team_id,omitempty"`
+	TeamSize *int    `json:"team_size,omitempty"`
 }
 
 // ClaimResponse is the answer of POST /claim_episode.
@@ -49,7 +58,21 @@ type WorkflowOutput struct {
 	IsSuccess  *bool                      `json:"is_success"`
 	Metadata   map[string]json.RawMessage `json:"metadata"`
 	LogMetrics map[string]json.RawMessage `json:"log_metrics"`
+	// RewardComponents (troupe's extension) splits the reward into named
+	// parts, such as a team's shared reward and the agent's own: each
+	// finite, at most MaxRewardComponents of them. Without reward, the
+	// reward is their sum. They are recorded per sample, and a server
+	// that normalizes components (troupe.reward_components) normalizes
+	// each within its GRPO group before summing them.
+	RewardComponents map[string]float64 `json:"reward_components,omitempty"`
 }
+
+// MaxRewardComponents bounds the components of one reward, and
+// MaxComponentName the length of a component's name.
+const (
+	MaxRewardComponents = 16
+	MaxComponentName    = 64
+)
 
 // FieldError is a request field a server refuses, and why.
 type FieldError struct {
@@ -61,13 +84,28 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
 // ParseReward validates a workflow output's reward: a number, or a
 // non-empty list of numbers (their mean), each finite with |r| ≤ bound.
+//
+// Without a reward, the sum of the reward components is the reward.
 func ParseReward(wo *WorkflowOutput, bound float64) (float64, *FieldError) {
 	const field = "workflow_output.reward"
 	if wo == nil {
 		return 0, &FieldError{"workflow_output", "missing"}
 	}
+	if err := CheckComponents(wo.RewardComponents, bound); err != nil {
+		return 0, err
+	}
 	if wo.Reward == nil || string(bytes.TrimSpace(*wo.Reward)) == "null" {
-		return 0, &FieldError{field, "missing; a finite number is required"}
+		if len(wo.RewardComponents) > 0 {
+			var sum float64
+			for _, v := range wo.RewardComponents {
+				sum += v
+			}
+			if math.Abs(sum) > bound {
+				return 0, &FieldError{"workflow_output.reward_components", fmt.Sprintf("their sum, the reward, must be at most %g in magnitude, got %g", bound, sum)}
+			}
+			return sum, nil
+		}
+		return 0, &FieldError{field, "missing; a finite number (or reward_components) is required"}
 	}
 	raw := *wo.Reward
 	var xs []float64
@@ -90,6 +128,25 @@ func ParseReward(wo *WorkflowOutput, bound float64) (float64, *FieldError) {
 		mean += (v - mean) / float64(i+1) // a running mean cannot overflow
 	}
 	return mean, nil
+}
+
+// CheckComponents validates reward components: at most
+// MaxRewardComponents, names of 1 to MaxComponentName bytes, values finite
+// with |v| ≤ bound.
+func CheckComponents(c map[string]float64, bound float64) *FieldError {
+	const field = "workflow_output.reward_components"
+	if len(c) > MaxRewardComponents {
+		return &FieldError{field, fmt.Sprintf("%d components, at most %d", len(c), MaxRewardComponents)}
+	}
+	for name, v := range c {
+		switch {
+		case name == "" || len(name) > MaxComponentName:
+			return &FieldError{field, fmt.Sprintf("a component's name must have 1 to %d bytes", MaxComponentName)}
+		case math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > bound:
+			return &FieldError{field, fmt.Sprintf("component %.64q must be finite and at most %g in magnitude, got %v", name, bound, v)}
+		}
+	}
+	return nil
 }
 
 // EndRequest is the body of POST /end_episode and /abort_episode.
@@ -124,6 +181,12 @@ type EpisodeRecord struct {
 	Reward     float64     `json:"reward"`
 	MinVersion int64       `json:"min_version"`
 	Samples    []rl.Sample `json:"samples"`
+	// TeamID names the team episode the episode belongs to (empty: none);
+	// a trainer holds it until the team is decided.
+	TeamID string `json:"team_id,omitempty"`
+	// RewardComponents are the reward's named parts, when the client
+	// gave them.
+	RewardComponents map[string]float64 `json:"reward_components,omitempty"`
 	// Completions are the episode's conversations for the run directory's
 	// sample files (bounded in bytes per episode; empty where the
 	// front-end keeps none).

@@ -127,7 +127,7 @@ var sections = []section{
 				if s.TeamIDs == nil {
 					return
 				}
-				ids := slices.Clone(s.TeamIDs)
+				ids := slices.DeleteFunc(slices.Clone(s.TeamIDs), func(id string) bool { return id == "" }) // "": an episode of no team
 				slices.Sort(ids)
 				put("team episodes", float64(len(slices.Compact(ids))))
 			}},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/troupe-ml/troupe/internal/httpx"
 	"github.com/troupe-ml/troupe/internal/yamlkv"
 	"github.com/troupe-ml/troupe/openai"
+	"github.com/troupe-ml/troupe/swarm/team"
 )
 
 // Collection methods: when the server considers a batch complete (the values
@@ -75,6 +77,33 @@ type TrainConfig struct {
 	// CheckpointEvery saves a checkpoint every N training steps (0: never,
 	// except on Shutdown).
 	CheckpointEvery int
+	// NormalizeRewardComponents trains on decoupled per-component
+	// advantages: in a group whose episodes all ended with
+	// reward_components, each component is normalized within the group and
+	// the weighted sum is the reward GRPO trains on (rl.ComponentRewards),
+	// so that a component's scale does not decide the advantage. Groups
+	// with an episode without components train on the reward as given.
+	NormalizeRewardComponents bool
+	// RewardComponentWeights weighs the components by name (a component
+	// not named weighs 1) when NormalizeRewardComponents is set.
+	RewardComponentWeights map[string]float64
+}
+
+// ParseComponentWeights reads "name=weight,name=weight" (empty: none).
+func ParseComponentWeights(s string) (map[string]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	w := map[string]float64{}
+	for _, f := range strings.Split(s, ",") {
+		name, v, ok := strings.Cut(strings.TrimSpace(f), "=")
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !ok || err != nil || name == "" || math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("reward component weights: %q is not name=weight", f)
+		}
+		w[strings.TrimSpace(name)] = x
+	}
+	return w, nil
 }
 
 // DefaultTrainConfig is the configuration used when none is synced.
@@ -130,7 +159,8 @@ func (c TrainConfig) Validate() error {
 //	ajet.trainer_common.algorithm.adv_estimator, ajet.rollout.max_env_worker,
 //	ajet.data.max_prompt_length, ajet.data.max_response_length,
 //	troupe.max_staleness, troupe.drain_timeout_s, troupe.group_timeout_s,
-//	troupe.checkpoint_every.
+//	troupe.checkpoint_every, troupe.normalize_reward_components,
+//	troupe.reward_component_weights ("team=1,own=0.5").
 func (c *TrainConfig) ApplyYAML(src string) error {
 	kv, err := YAMLScalars(src)
 	if err != nil {
@@ -160,6 +190,20 @@ func (c *TrainConfig) ApplyYAML(src string) error {
 		}
 		c.MaxStaleness = n
 	}
+	if v, ok := kv["troupe.normalize_reward_components"]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("troupe.normalize_reward_components: %q is not true or false", v)
+		}
+		c.NormalizeRewardComponents = b
+	}
+	if v, ok := kv["troupe.reward_component_weights"]; ok {
+		w, err := ParseComponentWeights(v)
+		if err != nil {
+			return fmt.Errorf("troupe.reward_component_weights: %w", err)
+		}
+		c.RewardComponentWeights = w
+	}
 	for k, dst := range map[string]*time.Duration{"troupe.drain_timeout_s": &c.DrainTimeout, "troupe.group_timeout_s": &c.GroupTimeout} {
 		if v, ok := kv[k]; ok {
 			f, err := strconv.ParseFloat(v, 64)
@@ -184,6 +228,7 @@ var trainKeys = []string{
 	"ajet.trainer_common.algorithm.adv_estimator", "ajet.rollout.max_env_worker",
 	"ajet.data.max_prompt_length", "ajet.data.max_response_length",
 	"troupe.max_staleness", "troupe.drain_timeout_s", "troupe.group_timeout_s", "troupe.checkpoint_every",
+	"troupe.normalize_reward_components", "troupe.reward_component_weights",
 }
 
 // TrainKeys lists the keys of a training YAML that TrainConfig.ApplyYAML
@@ -302,6 +347,11 @@ type ServerConfig struct {
 	// JournalName names the episode stream (EpisodeStream); the model's
 	// name when empty. Servers sharing one NATS need distinct names.
 	JournalName string
+	// Teams keeps the state of team episodes (api.ClaimRequest.TeamID);
+	// the servers whose agents form teams share it. Nil: with JetStream,
+	// the TROUPE_TEAMS bucket (shared by every server on the same NATS);
+	// without, a store of this server's own (teams within it only).
+	Teams *team.Store
 	// JournalReplicas is the number of copies of the episode stream, the
 	// weights bucket and the registry (1 when zero; a clustered bus gives
 	// bus.Bus.Replicas).
@@ -353,7 +403,7 @@ const (
 
 // withDefaults fills c's zero fields.
 func (c ServerConfig) withDefaults() ServerConfig {
-	if c.Train == (TrainConfig{}) {
+	if reflect.ValueOf(c.Train).IsZero() {
 		c.Train = DefaultTrainConfig()
 	}
 	pos := func(p *int, d int) {

@@ -26,6 +26,8 @@ type episode struct {
 	tokens                          int // prompt + sampled tokens recorded
 	reserved                        int // tokens reserved by completions in flight
 	samples                         []rl.Sample
+	team                            string              // the team episode it is a member of; empty when none
+	teamJoined                      bool                // the team store holds it as a member
 	convo                           record.Conversation // for the run directory's sample files
 }
 

@@ -3,6 +3,7 @@ package swarm
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/internal/httpx"
 	"github.com/troupe-ml/troupe/internal/ids"
+	"github.com/troupe-ml/troupe/swarm/team"
 )
 
 // readJSON reads the request body (bounded by MaxBodyBytes) and decodes it
@@ -135,6 +137,14 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 		httpx.SwarmError(w, httpx.BadRequest("throttle_policy.current_task_id", "longer than %d bytes", maxIDLen))
 		return
 	}
+	teamID, teamSize, inTeam, e := claimTeam(req.TeamID, req.TeamSize)
+	if e == nil && inTeam && kind != api.EpisodeTrain {
+		e = httpx.BadRequest("team_id", "team episodes are train episodes")
+	}
+	if e != nil {
+		httpx.SwarmError(w, e)
+		return
+	}
 	resp := api.ClaimResponse{ClientUUID: client}
 	addr := s.quotaAddr(r)
 	s.mu.Lock()
@@ -155,8 +165,22 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) {
 	default:
 		id := ids.UUID()
 		ep := &episode{id: id, client: client, kind: kind, key: newKey(id), taskHint: hint, addr: addr,
-			lastActive: time.Now(), timeout: time.Duration(to * float64(time.Second))}
+			lastActive: time.Now(), timeout: time.Duration(to * float64(time.Second)), team: teamID}
 		s.eps.add(ep)
+		if inTeam {
+			// Joined outside the lock; until then its key is nobody's.
+			ep.inflight++
+			s.mu.Unlock()
+			e := s.joinTeam(ep, teamSize)
+			s.mu.Lock()
+			ep.inflight--
+			if e != nil {
+				s.mu.Unlock()
+				s.m.episodes.WithLabelValues("refused").Inc()
+				httpx.SwarmError(w, e)
+				return
+			}
+		}
 		s.acct.Claimed++
 		resp.Success, resp.EpisodeUUID, resp.OpenAIAPIKey = true, id, ep.key
 		resp.OpenAIBaseURL = s.baseURL(r)
@@ -239,7 +263,8 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	}
 	var fe *finishedEpisode
 	if ep.kind == api.EpisodeTrain {
-		fe = &finishedEpisode{id: id, taskID: task, client: client, reward: reward, samples: ep.samples, minVersion: -1, convo: ep.convo.Records()}
+		fe = &finishedEpisode{id: id, taskID: task, client: client, reward: reward, samples: ep.samples, minVersion: -1, convo: ep.convo.Records(),
+			team: ep.team, components: req.WorkflowOutput.RewardComponents}
 		for i := range fe.samples {
 			fe.samples[i].TaskID = task
 			fe.samples[i].Reward = reward
@@ -277,6 +302,29 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 			fe.seq = seq
 		}
 	}
+	decision := team.Pending
+	if fe != nil && ep.teamJoined {
+		// The team learns of the end once the journal holds the episode:
+		// a crash between the two leaves a journaled member its team
+		// never saw end, and the team is discarded.
+		ep.ending = true
+		ep.inflight++
+		s.mu.Unlock()
+		d, err := s.endTeam(ep, reward)
+		s.mu.Lock()
+		ep.ending = false
+		ep.inflight--
+		if err != nil && !errors.Is(err, team.ErrNotMember) {
+			ep.lastActive = time.Now()
+			s.log.Error("team store: end failed; the episode stays open for a retry", "episode", id, "err", err)
+			httpx.SwarmError(w, &httpx.Error{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf("Episode %s could not be recorded in its team (%v); it is still open: retry end_episode.", id, err)})
+			return
+		}
+		decision = d
+		if err != nil { // not a member any more: its team is gone
+			decision = team.Discarded
+		}
+	}
 	// A journaled episode is acknowledged even if the engine stopped
 	// meanwhile (its open episodes closed): the journal holds it.
 	if s.eps.open[id] == ep {
@@ -287,7 +335,7 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 	s.m.rewardSum.WithLabelValues(ep.kind).Add(reward)
 	s.m.rewardCount.WithLabelValues(ep.kind).Inc()
 	if fe != nil {
-		s.acceptFinishedLocked(fe)
+		s.acceptFinishedLocked(fe, decision)
 		if req.DeclareClientActive == nil || *req.DeclareClientActive {
 			if ac := s.batch.active[client]; ac != nil {
 				ac.lastActivity = time.Now()
@@ -359,6 +407,7 @@ func (s *Server) handleAbort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.eps.close(ep, "aborted")
+	s.loseMemberLocked(ep, "aborted")
 	s.acct.Aborted++
 	httpx.WriteJSON(w, http.StatusOK, map[string]bool{"success": true})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/swarm/record"
 	"github.com/troupe-ml/troupe/swarm/rundir"
+	"github.com/troupe-ml/troupe/swarm/team"
 )
 
 // The episode journal: every finished train episode is published to a
@@ -124,7 +125,7 @@ func openJournal(ctx context.Context, js jetstream.JetStream, model string, repl
 // sequence.
 func (j *journal) publish(fe *finishedEpisode) (uint64, error) {
 	body, sig, err := record.Seal(j.key, j.subject, api.EpisodeRecord{ID: fe.id, TaskID: fe.taskID, Client: fe.client, Reward: fe.reward,
-		MinVersion: fe.minVersion, Samples: fe.samples, Completions: fe.convo})
+		MinVersion: fe.minVersion, Samples: fe.samples, Completions: fe.convo, TeamID: fe.team, RewardComponents: fe.components})
 	if err != nil {
 		return 0, err
 	}
@@ -254,14 +255,14 @@ func (s *Server) journaled(msg jetstream.Msg) {
 	delete(s.jr.deferred, seq)
 	s.jr.remember(je.ID)
 	fe := &finishedEpisode{id: je.ID, taskID: je.TaskID, client: je.Client, reward: je.Reward, samples: je.Samples,
-		convo: je.Completions, minVersion: je.MinVersion, seq: seq}
+		convo: je.Completions, minVersion: je.MinVersion, seq: seq, team: je.TeamID, components: je.RewardComponents}
 	s.jr.seqs[seq] = &jentry{fe: fe, msg: msg, trained: -1}
 	if !redelivered {
 		s.acct.Recovered++
 		s.acct.RecoveredRewardSum += fe.reward
 		s.m.recovered.Inc()
 	}
-	s.bufferLocked(fe)
+	s.takeLocked(fe, team.Pending)
 	s.maybeTriggerLocked()
 }
 

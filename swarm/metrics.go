@@ -26,6 +26,8 @@ type metrics struct {
 	trainSeconds     prometheus.Histogram
 	checkpoints      prometheus.Counter
 	panics           prometheus.Counter
+	teamHeld         prometheus.Gauge
+	teams            *prometheus.CounterVec
 }
 
 var allStatuses = []string{StatusOffline, StatusBooting, StatusRolling, StatusRollingPost, StatusWeightSyncing}
@@ -49,7 +51,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		batchReward: prometheus.NewGauge(prometheus.GaugeOpts{Name: "swarm_batch_reward_mean",
 			Help: "Mean episode reward of the last training batch."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_dropped_episodes_total",
-			Help: "Finished train episodes never trained on, by reason: stale (beyond max_staleness), dummy (equal rewards, non-dummy collection), overflow and shutdown (a server without a journal: buffer full, or still buffered at close); journal messages refused: unsigned, forged (the MAC does not match), malformed, duplicate (an episode taken already)."}, []string{"reason"}),
+			Help: "Finished train episodes never trained on, by reason: stale (beyond max_staleness), dummy (equal rewards, non-dummy collection), overflow and shutdown (a server without a journal: buffer full, or still buffered at close), team_incomplete (a member of a team episode that was discarded); journal messages refused: unsigned, forged (the MAC does not match), malformed, duplicate (an episode taken already)."}, []string{"reason"}),
 		droppedSamples: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_dropped_samples_total",
 			Help: "Malformed samples (reason malformed_sample) dropped from journaled episodes whose other samples were trained."}),
 		journalErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_journal_errors_total",
@@ -65,9 +67,13 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Help: "Duration of a training step.", Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12)}),
 		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_checkpoints_total", Help: "Checkpoints written."}),
 		panics:      prometheus.NewCounter(prometheus.CounterOpts{Name: "swarm_handler_panics_total", Help: "Panics caught by the recover middleware (should stay 0)."}),
+		teamHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "swarm_team_members_held",
+			Help: "Ended members of team episodes this trainer holds until their team is decided."}),
+		teams: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "swarm_team_decisions_total",
+			Help: "Team episodes whose held members this trainer released (complete) or dropped (discarded)."}, []string{"decision"}),
 	}
 	reg.MustRegister(m.episodes, m.open, m.globalStep, m.statusG, m.tokens,
-		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.droppedSamples, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics, m.journalErrors, m.recovered, m.weightsPublished, m.weightsLoaded)
+		m.rewardSum, m.rewardCount, m.batchReward, m.dropped, m.droppedSamples, m.trainSteps, m.trainSeconds, m.checkpoints, m.panics, m.journalErrors, m.recovered, m.weightsPublished, m.weightsLoaded, m.teamHeld, m.teams)
 	m.globalStep.Set(float64(s.model.Version()))
 	m.setStatus(StatusOffline)
 	return m

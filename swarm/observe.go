@@ -3,6 +3,7 @@ package swarm
 import (
 	"math"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/troupe-ml/troupe/api"
@@ -70,6 +71,17 @@ type TrainStep struct {
 	StalenessMean, StalenessMax float64
 	// EpisodeStates counts the server's episodes by state up to the step.
 	EpisodeStates api.EpisodeStates
+	// TeamIDs are the team episodes of EpisodeIDs, one for one (empty for
+	// an episode of no team).
+	TeamIDs []string
+	// RewardComponentsMean is the batch's mean of each reward component
+	// (over the episodes that gave it); nil when none did.
+	RewardComponentsMean map[string]float64
+	// Credit is the agent's share of a team reward split into the
+	// components "shared" (the team's) and "own" (the agent's):
+	// Σ|shared| and Σ|own| over the batch, each divided by their sum;
+	// nil when the batch has neither.
+	Credit map[string]float64
 
 	samples []rundir.Sample // the step's sample file
 }
@@ -86,6 +98,19 @@ func (t TrainStep) record() map[string]any {
 	}
 	if t.Phases != nil {
 		m["phase_s"] = t.Phases
+	}
+	if slices.ContainsFunc(t.TeamIDs, func(id string) bool { return id != "" }) {
+		m["team_ids"] = t.TeamIDs
+	}
+	if t.RewardComponentsMean != nil {
+		rc := map[string]any{}
+		for n, v := range t.RewardComponentsMean {
+			rc[n] = rundir.Number(v)
+		}
+		m["reward_components"] = rc
+	}
+	if t.Credit != nil {
+		m["credit"] = t.Credit
 	}
 	if t.TokensPerS > 0 {
 		m["tokens_per_s"] = rundir.Number(t.TokensPerS)

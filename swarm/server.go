@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/swarm/record"
 	"github.com/troupe-ml/troupe/swarm/rundir"
+	"github.com/troupe-ml/troupe/swarm/team"
 )
 
 // Engine statuses, spelled as AgentJet's swarm server spells them.
@@ -97,6 +98,8 @@ type Server struct {
 	ws *weightStore       // the weights bucket; nil in RoleBoth
 	jr *journal           // nil without ServerConfig.JetStream
 
+	teams *teamState // team episodes (teams.go)
+
 	// ctx ends with Close, cutting weights transfers short.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -134,6 +137,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := s.openBus(); err != nil {
 		return nil, err
 	}
+	if s.teams == nil {
+		s.teams = newTeamState(cmp.Or(cfg.Teams, team.NewMemory()))
+	}
 	if err := s.loadTrainConfig(); err != nil {
 		return nil, err
 	}
@@ -147,9 +153,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.mux = s.routes()
 	guard := httpx.GuardConfig{Hosts: httpx.URLHosts(cfg.PublicURL, cfg.RegistryURL)}
 	s.handler = httpx.Recover(s.tokenPrefix(httpx.Guard(s.mux, guard)), s.m.panics, s.log, redactPath)
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.trainLoop()
 	go s.reapLoop()
+	go s.teamLoop()
 	return s, nil
 }
 
@@ -194,6 +201,13 @@ func (s *Server) openBus() error {
 		return err
 	}
 	s.jr = jr
+	if cfg.Teams == nil {
+		ts, err := team.Open(ctx, cfg.JetStream, cfg.JournalReplicas)
+		if err != nil {
+			return fmt.Errorf("swarm: %w", err)
+		}
+		s.teams = newTeamState(ts)
+	}
 	return nil
 }
 
@@ -411,6 +425,7 @@ func (s *Server) Stop() {
 	n := len(s.eps.open)
 	for _, ep := range s.eps.open {
 		s.eps.close(ep, "stopped")
+		s.loseMemberLocked(ep, "stopped")
 	}
 	clear(s.batch.active)
 	s.epoch++
@@ -431,6 +446,7 @@ func (s *Server) Stop() {
 func (s *Server) Close() error {
 	var err error
 	s.closeMu.Do(func() {
+		s.discardOpenTeams()
 		close(s.stopCh)
 		s.cancel()
 		// Watchers and consumers first: the goroutines that read them
@@ -463,6 +479,12 @@ func (s *Server) Close() error {
 				s.dropLocked(fe, "shutdown")
 			}
 			s.batch.finished = nil
+			for id, held := range s.teams.held {
+				for _, fe := range held {
+					s.dropLocked(fe, "shutdown")
+				}
+				delete(s.teams.held, id)
+			}
 		} else if len(s.batch.finished) > 0 {
 			s.log.Info("buffered episodes stay in the journal for the next start", "n", len(s.batch.finished))
 		}
@@ -513,6 +535,7 @@ func (s *Server) reap(now time.Time) int {
 	idle := s.eps.idle(now)
 	for _, ep := range idle {
 		s.eps.close(ep, "reclaimed")
+		s.loseMemberLocked(ep, "reclaimed")
 		s.acct.Reclaimed++
 	}
 	if len(idle) > 0 {

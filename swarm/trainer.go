@@ -3,6 +3,7 @@ package swarm
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +23,8 @@ type finishedEpisode struct {
 	minVersion         int64                  // oldest parameter version among its completions; -1 when none
 	seq                uint64                 // its sequence in the episode journal; 0 when not journaled
 	arrived            time.Time              // when this process buffered it (TrainConfig.GroupTimeout)
+	team               string                 // the team episode it belongs to; empty when none
+	components         map[string]float64     // the reward's named parts; nil when none
 }
 
 // activeClient is a client on the agree-sync-weight active list: it ended a
@@ -230,7 +233,9 @@ func (s *Server) maybeTriggerLocked() {
 // caller answers end_episode with 200 right after it returns, so a journal
 // that must hold every acknowledged reward (an episode stream) appends
 // here, before the buffer takes it.
-func (s *Server) acceptFinishedLocked(fe *finishedEpisode) {
+//
+// decision is the episode's team's, when it is a team's member.
+func (s *Server) acceptFinishedLocked(fe *finishedEpisode, decision string) {
 	if fe.seq != 0 && !s.jr.track(fe) {
 		// A retried end of an episode whose first publish timed out but
 		// was stored: the consumer buffered (and counted) it.
@@ -243,7 +248,7 @@ func (s *Server) acceptFinishedLocked(fe *finishedEpisode) {
 		s.jr.forget(fe.seq)
 		return
 	}
-	s.bufferLocked(fe)
+	s.takeLocked(fe, decision)
 }
 
 // bufferLocked appends a finished episode to the buffer of the next batch.
@@ -424,7 +429,14 @@ func (s *Server) trainBatch(batch []*finishedEpisode) (*TrainStep, error) {
 	sortBatch(batch)
 	cur := s.step.Load()
 	ts := &TrainStep{Model: s.model.Name(), Episodes: len(batch)}
+	s.mu.Lock()
+	tc := s.train
+	s.mu.Unlock()
+	if tc.NormalizeRewardComponents {
+		componentRewards(batch, tc.RewardComponentWeights)
+	}
 	var samples []rl.Sample
+	comps := map[string]*welford{}
 	var rs welford
 	var rsum, toks, lag float64
 	groups := map[string][]float64{}
@@ -434,6 +446,13 @@ func (s *Server) trainBatch(batch []*finishedEpisode) (*TrainStep, error) {
 		rsum += fe.reward
 		groups[fe.taskID] = append(groups[fe.taskID], fe.reward)
 		ts.EpisodeIDs = append(ts.EpisodeIDs, fe.id)
+		ts.TeamIDs = append(ts.TeamIDs, fe.team)
+		for n, v := range fe.components {
+			if comps[n] == nil {
+				comps[n] = &welford{}
+			}
+			comps[n].add(v)
+		}
 		for i := range fe.samples {
 			toks += float64(len(fe.samples[i].Actions))
 			d := float64(cur - fe.samples[i].Version)
@@ -441,7 +460,11 @@ func (s *Server) trainBatch(batch []*finishedEpisode) (*TrainStep, error) {
 			ts.StalenessMax = max(ts.StalenessMax, d)
 		}
 		if s.cfg.CheckpointDir != "" {
-			line := rundir.Sample{EpisodeID: fe.id, TaskID: fe.taskID, Reward: fe.reward, RewardComponents: map[string]float64{}, Completions: fe.convo}
+			line := rundir.Sample{EpisodeID: fe.id, TaskID: fe.taskID, TeamID: fe.team, Reward: fe.reward,
+				RewardComponents: fe.components, Completions: fe.convo}
+			if line.RewardComponents == nil {
+				line.RewardComponents = map[string]float64{}
+			}
 			if fe.minVersion >= 0 {
 				line.Version = &fe.minVersion
 			}
@@ -454,6 +477,13 @@ func (s *Server) trainBatch(batch []*finishedEpisode) (*TrainStep, error) {
 		}
 	}
 	ts.ZeroSpreadGroups /= float64(max(len(groups), 1))
+	if len(comps) > 0 {
+		ts.RewardComponentsMean = map[string]float64{}
+		for n, w := range comps {
+			ts.RewardComponentsMean[n] = w.mean
+		}
+		ts.Credit = credit(batch)
+	}
 	if n := float64(len(samples)); n > 0 {
 		ts.CompletionTokensMean, ts.StalenessMean = toks/n, lag/n
 	}
@@ -494,6 +524,53 @@ func (s *Server) trainBatch(batch []*finishedEpisode) (*TrainStep, error) {
 	s.mu.Unlock()
 	return ts, nil
 }
+
+// componentRewards sets the reward the samples train on to the decoupled
+// per-component normalization (rl.ComponentRewards) in every group whose
+// episodes all carry components; fe.reward stays what the client sent.
+func componentRewards(batch []*finishedEpisode, weights map[string]float64) {
+	full := map[string]bool{}
+	for _, fe := range batch {
+		if _, seen := full[fe.taskID]; !seen {
+			full[fe.taskID] = true
+		}
+		if len(fe.components) == 0 {
+			full[fe.taskID] = false
+		}
+	}
+	var eps []*finishedEpisode
+	var groups []string
+	var comps []map[string]float64
+	for _, fe := range batch {
+		if full[fe.taskID] {
+			eps = append(eps, fe)
+			groups = append(groups, fe.taskID)
+			comps = append(comps, fe.components)
+		}
+	}
+	for i, r := range rl.ComponentRewards(groups, comps, weights, componentEps) {
+		for k := range eps[i].samples {
+			eps[i].samples[k].Reward = r
+		}
+	}
+}
+
+// credit is the batch's split of a team reward between its "shared" and
+// "own" components (TrainStep.Credit).
+func credit(batch []*finishedEpisode) map[string]float64 {
+	var shared, own float64
+	for _, fe := range batch {
+		shared += math.Abs(fe.components["shared"])
+		own += math.Abs(fe.components["own"])
+	}
+	if shared+own == 0 {
+		return nil
+	}
+	return map[string]float64{"shared": shared / (shared + own), "own": own / (shared + own)}
+}
+
+// componentEps is the ε of each component's (c − mean)/(std + ε).
+const componentEps = 1e-4
 
 // Accounting returns the episode accounting (tests use it to show that no
 // finished episode's reward is lost).

@@ -18,6 +18,7 @@ var commands = []command{
 		swarmServeCommand,
 		{name: "models", summary: "list the model presets", setup: modelsCmd},
 		{name: "frontends", summary: "list the servers registered on a NATS (model, URL, role, step)", setup: frontendsCmd},
+		{name: "status", summary: "a swarm server's training status: episodes by state, dropped ones by reason and id", setup: swarmStatusCmd},
 	}},
 	serveCommand,
 	dashboardCommand,

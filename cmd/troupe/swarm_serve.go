@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-ml/troupe/swarm/lmmodel"
 	"github.com/troupe-ml/troupe/swarm/record"
 	"github.com/troupe-ml/troupe/swarm/tabular"
+	"github.com/troupe-ml/troupe/swarm/team"
 )
 
 var swarmServeCommand = command{
@@ -30,7 +31,8 @@ var swarmServeCommand = command{
 	groups: []flagGroup{
 		{"Model", []string{"model", "multi", "model-dir", "agents", "lora", "lora-rank", "lora-alpha", "lr"}},
 		{"Engine (--model-dir)", []string{"max-num-seqs", "max-num-batched-tokens", "kv-cache-gib", "max-queue", "openai-port"}},
-		{"Training", []string{"config", "batch-size", "num-repeat", "max-staleness", "group-timeout-s", "drain-timeout-s", "checkpoint-dir", "checkpoint-every", "autostart"}},
+		{"Training", []string{"config", "batch-size", "num-repeat", "max-staleness", "group-timeout-s", "drain-timeout-s",
+			"normalize-reward-components", "reward-component-weights", "checkpoint-dir", "checkpoint-every", "autostart"}},
 		{"Limits", []string{"max-body-bytes", "max-request-tokens", "max-episode-tokens", "max-open-per-client", "max-open-per-address",
 			"max-discard-timeout", "max-abs-reward", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout"}},
 		{"Distribution", []string{"nats", "nats-user", "nats-password-file", "nats-token-file", "nats-nkey-file", "nats-creds",
@@ -49,7 +51,8 @@ var swarmServeCommand = command{
 type swarmServe struct {
 	cfg                                           swarm.ServerConfig // limits read straight into it
 	model, multi, ckptDir, config, adminTokenFile string
-	episodeKeyFile                                string
+	episodeKeyFile, componentWeights              string
+	normalizeComponents                           bool
 	groupTimeout, drainTimeout                    float64
 	host, pprof, natsURL, dataDir                 string
 	port, ckptEvery, batch, repeat, balance       int
@@ -70,6 +73,8 @@ func swarmServeSetup(fs *flag.FlagSet) func(cmdIO, []string) error {
 	fs.IntVar(&o.batch, "batch-size", 0, "tasks per training batch (default: the config's, else 4)")
 	fs.IntVar(&o.repeat, "num-repeat", 0, "episodes per task, the GRPO group size (default: the config's, else 4)")
 	fs.Int64Var(&o.maxStaleness, "max-staleness", swarm.DefaultTrainConfig().MaxStaleness, "train episodes sampled at most this many steps before the current one, off-policy from their recorded log-probs; staler ones are dropped (reason stale: /metrics, dropped.jsonl, troupe swarm status)")
+	fs.BoolVar(&o.normalizeComponents, "normalize-reward-components", false, "normalize each of an episode's reward_components within its GRPO group before summing them (decoupled normalization; groups of episodes without components train on their reward)")
+	fs.StringVar(&o.componentWeights, "reward-component-weights", "", "with --normalize-reward-components: name=weight,... (a component not named weighs 1)")
 	fs.Float64Var(&o.groupTimeout, "group-timeout-s", swarm.DefaultTrainConfig().GroupTimeout.Seconds(), "seconds a task short of its num_repeat episodes waits for them before it trains as it is, in a partial batch (0: for ever)")
 	fs.Float64Var(&o.drainTimeout, "drain-timeout-s", swarm.DefaultTrainConfig().DrainTimeout.Seconds(), "seconds a collected batch waits for open train episodes to end before it trains")
 	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "run directory: checkpoint and training metrics (one subdirectory per model with --multi or --agents)")
@@ -238,6 +243,12 @@ func (o *swarmServe) resolve(fs *flag.FlagSet) error {
 	}
 	tc.MaxStaleness, tc.CheckpointEvery = o.maxStaleness, o.ckptEvery
 	tc.GroupTimeout, tc.DrainTimeout = seconds(o.groupTimeout), seconds(o.drainTimeout)
+	tc.NormalizeRewardComponents = o.normalizeComponents
+	w, err := swarm.ParseComponentWeights(o.componentWeights)
+	if err != nil {
+		return fmt.Errorf("--reward-component-weights: %w", err)
+	}
+	tc.RewardComponentWeights = w
 	if err := tc.Validate(); err != nil {
 		return err
 	}
@@ -335,6 +346,7 @@ func (o *swarmServe) servers(specs []spec, doors []*door, mk func(string) (swarm
 	var servers []*swarm.Server
 	var bal *balance.Balancer // set once every server exists
 	var balMu sync.Mutex
+	teams := team.NewMemory()
 	for i, sp := range specs {
 		m, err := mk(sp.model)
 		if err != nil {
@@ -345,6 +357,9 @@ func (o *swarmServe) servers(specs []spec, doors []*door, mk func(string) (swarm
 		cfg.JournalName, cfg.CheckpointDir = o.runOf(specs, sp)
 		if b != nil {
 			cfg.JetStream = b.JetStream()
+		} else {
+			// The servers of this process form teams together.
+			cfg.Teams = teams
 		}
 		cfg.RegistryURL = "http://" + doors[i].ln.Addr().String()
 		cfg.OnTrainStep = func(ts swarm.TrainStep) {

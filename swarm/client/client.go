@@ -187,6 +187,10 @@ type BeginOptions struct {
 	DiscardTimeout time.Duration
 	// TaskID is sent as throttle_policy.current_task_id.
 	TaskID string
+	// TeamID and TeamSize make the episode a member of a team episode
+	// (api.ClaimRequest.TeamID); RunTeam sets them.
+	TeamID   string
+	TeamSize int
 }
 
 // Episode is a claimed episode.
@@ -218,6 +222,9 @@ func (c *Client) BeginEpisode(ctx context.Context, o BeginOptions) (*Episode, er
 	req := map[string]any{"client_uuid": c.ClientUUID, "episode_type": o.Type, "discard_episode_timeout": o.DiscardTimeout.Seconds()}
 	if o.TaskID != "" {
 		req["throttle_policy"] = map[string]any{"current_task_id": o.TaskID}
+	}
+	if o.TeamID != "" {
+		req["team_id"], req["team_size"] = o.TeamID, o.TeamSize
 	}
 	var last string
 	for attempt := 0; ; attempt++ {
@@ -254,8 +261,11 @@ func (c *Client) EndEpisode(ctx context.Context, ep *Episode, taskID string, out
 		meta[k] = v
 	}
 	meta["task_id"] = taskID
-	req := map[string]any{"client_uuid": c.ClientUUID, "episode_uuid": ep.ID, "task_id": taskID,
-		"workflow_output": map[string]any{"reward": out.Reward, "is_success": out.IsSuccess, "metadata": meta, "log_metrics": map[string]float64{}}}
+	wo := map[string]any{"reward": out.Reward, "is_success": out.IsSuccess, "metadata": meta, "log_metrics": map[string]float64{}}
+	if len(out.Components) > 0 {
+		wo["reward_components"] = out.Components
+	}
+	req := map[string]any{"client_uuid": c.ClientUUID, "episode_uuid": ep.ID, "task_id": taskID, "workflow_output": wo}
 	for attempt := 0; ; attempt++ {
 		err := c.post(ctx, "/end_episode", req, nil, false)
 		var he *HTTPError
@@ -311,6 +321,11 @@ type WorkflowResult struct {
 	Reward    float64
 	IsSuccess bool
 	Metadata  map[string]any
+	// Components split Reward into named parts (a team's "shared" reward
+	// and the agent's "own", say), sent as reward_components: recorded
+	// per sample, and normalized one by one by a server that normalizes
+	// components.
+	Components map[string]float64
 }
 
 // ChatClient is a minimal OpenAI chat-completions client.
@@ -474,4 +489,25 @@ func RunWorkflow(ctx context.Context, clients []*Client, opts []BeginOptions, ta
 		}
 	}
 	return results, nil
+}
+
+// RunTeam runs wf as RunWorkflow does, its episodes the members of one
+// team episode (a fresh random team_id, team_size the number of clients):
+// the servers train the members all together or none of them, even when
+// this process dies between two end_episode calls. A client may appear
+// more than once (two agents on one server).
+func RunTeam(ctx context.Context, clients []*Client, opts []BeginOptions, taskID string, wf Workflow) ([]WorkflowResult, error) {
+	if len(clients) < 2 {
+		return nil, fmt.Errorf("client: RunTeam: a team has at least 2 members, got %d", len(clients))
+	}
+	if len(opts) == 0 {
+		opts = []BeginOptions{{}}
+	}
+	team := ids.UUID()
+	o := make([]BeginOptions, len(opts))
+	for i := range opts {
+		o[i] = opts[i]
+		o[i].TeamID, o[i].TeamSize = team, len(clients)
+	}
+	return RunWorkflow(ctx, clients, o, taskID, wf)
 }

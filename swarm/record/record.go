@@ -223,6 +223,11 @@ func Open(key []byte, subject string, body []byte, sig string, maxAbsReward floa
 		return rec, 0, &Error{Malformed, "the task id is too long"}
 	case !finite(rec.Reward) || math.Abs(rec.Reward) > maxAbsReward:
 		return rec, 0, &Error{Malformed, fmt.Sprintf("reward %v is not finite or beyond %g", rec.Reward, maxAbsReward)}
+	case len(rec.TeamID) > maxID:
+		return rec, 0, &Error{Malformed, "the team id is too long"}
+	}
+	if err := api.CheckComponents(rec.RewardComponents, maxAbsReward); err != nil {
+		return rec, 0, &Error{Malformed, err.Error()}
 	}
 	kept := rec.Samples[:0]
 	for _, s := range rec.Samples {
