@@ -88,6 +88,7 @@ demo:
 	$(GO) run ./cmd/demo
 	$(GO) run ./examples/finance-risk -quick -out out/demo/finance-risk
 	$(GO) run ./examples/translation -quick -out out/demo/translation
+	$(GO) run ./examples/team -out out/demo/team
 
 # The same jobs at full size (on 2 cores: finance-risk about 3-5 minutes,
 # translation about 6-8); reports land in out/
