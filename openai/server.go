@@ -40,6 +40,11 @@ type ServerConfig struct {
 	// Registry receives the request metrics (prefix openai); a fresh one
 	// when nil. GET /metrics serves it.
 	Registry *prometheus.Registry
+	// Hosts are the names besides IP addresses and localhost that the
+	// server answers to on a loopback address, and that a cross-origin
+	// request's Origin may carry (httpx.Guard: other web pages may not
+	// use a local server through the visitor's browser).
+	Hosts []string
 }
 
 // Server is a plain OpenAI-compatible inference server: /v1/models,
@@ -91,7 +96,7 @@ func NewServer(cfg ServerConfig, models ...ServedModel) (*Server, error) {
 	mux.Handle("/", s.http.Instrument("unknown", func(w http.ResponseWriter, r *http.Request) {
 		httpx.RouteError(w, &httpx.Error{Status: http.StatusNotFound, Code: "not_found", Msg: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	}))
-	s.handler = httpx.Recover(mux, nil, cfg.Logger, nil)
+	s.handler = httpx.Recover(httpx.Guard(mux, httpx.GuardConfig{Hosts: cfg.Hosts}), nil, cfg.Logger, nil)
 	return s, nil
 }
 

@@ -227,3 +227,36 @@ func TestPlainServerInFlightLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainServerGuard: on loopback the server answers only to its own
+// names (a page whose name was rebound to 127.0.0.1 gets 421) and refuses
+// other sites' requests (403); its own origin and names it was given pass.
+func TestPlainServerGuard(t *testing.T) {
+	ts := plainServer(t, openai.ServerConfig{Hosts: []string{"models.lan"}})
+	for _, tt := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"", "", 200},
+		{"evil.example", "", 421},
+		{"", "http://evil.example", 403},
+		{"models.lan", "", 200},
+		{"", "http://models.lan", 200},
+	} {
+		req, _ := http.NewRequest("GET", ts.URL+"/v1/models", nil)
+		if tt.host != "" {
+			req.Host = tt.host
+		}
+		if tt.origin != "" {
+			req.Header.Set("Origin", tt.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("Host %q, Origin %q: %d, want %d", tt.host, tt.origin, resp.StatusCode, tt.want)
+		}
+	}
+}

@@ -59,6 +59,7 @@ type stream struct {
 	started bool // status and headers written
 	failed  bool // a write failed; nothing more is written
 	fp      string
+	ver     int64 // the version of the events written, copied from version
 	choices []choiceStream
 }
 
@@ -154,7 +155,8 @@ func (cs *stream) run() {
 		}
 		batch, cs.queue = cs.queue, batch[:0]
 		closed := cs.closed
-		cs.fp = fingerprint(cs.version)
+		cs.ver = cs.version
+		cs.fp = fingerprint(cs.ver)
 		cs.mu.Unlock()
 		for _, ev := range batch {
 			cs.token(ev)
@@ -176,7 +178,7 @@ func (cs *stream) send(v any) {
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		h.Set("Connection", "keep-alive")
-		h.Set("X-Troupe-Param-Version", strconv.FormatInt(cs.version, 10))
+		h.Set("X-Troupe-Param-Version", strconv.FormatInt(cs.ver, 10))
 		cs.w.WriteHeader(http.StatusOK)
 		cs.started = true
 	}

@@ -81,7 +81,7 @@ func runDashboard(dir, listen, natsURL string, natsAuth *bus.AuthFlags, stdout i
 		d.Close()
 		return err
 	}
-	doors[0].set(d)
+	doors[0].set(httpx.Guard(d, httpx.GuardConfig{})) // a local page other sites must not read through the browser
 	log.Info("dashboard listening", "url", "http://"+doors[0].ln.Addr().String()+"/", "dir", dir)
 	io.WriteString(stdout, "http://"+doors[0].ln.Addr().String()+"/\n")
 	runErr := waitSignal(log, errc)
