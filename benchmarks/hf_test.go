@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/troupe-ml/troupe/nn"
@@ -120,21 +121,41 @@ func BenchmarkHFPrefill(b *testing.B) {
 	}
 }
 
-// BenchmarkMemoryBandwidth: copying 512 MiB (runtime memmove), bytes read
-// plus written per second, one thread: the machine's memory bandwidth, the
-// ceiling of batch-1 decoding, which reads every weight once per token.
+// BenchmarkMemoryBandwidth: the machine's memory bandwidth, the ceiling of
+// batch-1 decoding, which reads every weight once per token. copy moves
+// 512 MiB (runtime memmove; bytes read plus written per second, one
+// thread); read sums 1 GiB of float32 (tensor.VecSum, bytes read per
+// second) on one and two threads, as decoding reads its weights.
 func BenchmarkMemoryBandwidth(b *testing.B) {
-	const n = 512 << 20
-	src, dst := make([]byte, n), make([]byte, n)
-	for i := range src {
-		src[i] = byte(i)
-	}
-	copy(dst, src)
-	b.ResetTimer()
-	for range b.N {
+	b.Run("copy", func(b *testing.B) {
+		const n = 512 << 20
+		src, dst := make([]byte, n), make([]byte, n)
+		for i := range src {
+			src[i] = byte(i)
+		}
 		copy(dst, src)
+		b.ResetTimer()
+		for range b.N {
+			copy(dst, src)
+		}
+		b.ReportMetric(float64(2*n*b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	})
+	x := make([]float32, 256<<20)
+	for i := range x {
+		x[i] = float32(i & 7)
 	}
-	b.ReportMetric(float64(2*n*b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	for _, threads := range []int{1, 2} {
+		b.Run("read/threads="+strconv.Itoa(threads), func(b *testing.B) {
+			prev := kern.SetThreads(threads)
+			defer kern.SetThreads(prev)
+			var sink atomic.Int64
+			b.ResetTimer()
+			for range b.N {
+				kern.ParallelFor(len(x), 1<<20, func(lo, hi int) { sink.Add(int64(kern.VecSum(x[lo:hi]))) })
+			}
+			b.ReportMetric(float64(4*len(x)*b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
 }
 
 // BenchmarkHFLoRAStep: one supervised step of a rank-16 LoRA (alpha 32) on

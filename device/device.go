@@ -32,7 +32,7 @@ func Select(name string) error {
 	case "cuda":
 		e, err := openCUDA()
 		if err != nil {
-			return fmt.Errorf("device: --device cuda: %w", err)
+			return fmt.Errorf("device: cuda: %w", err)
 		}
 		selected, engine = "cuda", e
 		return nil

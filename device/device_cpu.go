@@ -10,7 +10,7 @@ import (
 )
 
 // ErrNoCUDA is returned by Select("cuda") in a build without the tag.
-var ErrNoCUDA = errors.New("troupe was built without -tags troupecuda; rebuild with `go build -tags troupecuda` (needs the CUDA toolkit: scripts/install-cuda.sh) to use --device cuda")
+var ErrNoCUDA = errors.New("troupe was built without -tags troupecuda; rebuild with `go build -tags troupecuda` (needs the CUDA toolkit: scripts/install-cuda.sh) to select the cuda device")
 
 func openCUDA() (gt.Engine, error) { return nil, ErrNoCUDA }
 

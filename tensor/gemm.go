@@ -106,6 +106,22 @@ func Threads() int {
 	return runtime.GOMAXPROCS(0)
 }
 
+// ParallelFor runs fn over [0, n) split into up to Threads() contiguous
+// ranges, each on its own goroutine, waiting for all; with fewer than two
+// ranges of at least grain items it runs fn(0, n) on the caller. It is for
+// the row-wise work around the products (normalization, activations,
+// attention heads) that would otherwise run on one core between them.
+func ParallelFor(n, grain int, fn func(lo, hi int)) {
+	workers := min(Threads(), n/max(grain, 1))
+	if workers < 2 {
+		if n > 0 {
+			fn(0, n)
+		}
+		return
+	}
+	splitTiles(n, 1, n, workers, fn)
+}
+
 // parallelMinFlops is the m·n·k below which a product runs on one goroutine:
 // under it, start-up costs more than the split gains.
 const parallelMinFlops = 96 * 96 * 96

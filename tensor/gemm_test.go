@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -389,4 +390,32 @@ func TestPackAFast(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestParallelFor: every index is visited exactly once, on one goroutine
+// below the grain and split above it.
+func TestParallelFor(t *testing.T) {
+	prev := SetThreads(3)
+	defer SetThreads(prev)
+	for _, tt := range []struct{ n, grain, wantCalls int }{{0, 1, 0}, {5, 10, 1}, {10, 5, 2}, {100, 10, 3}, {7, 1, 3}} {
+		var mu sync.Mutex
+		seen := make([]int, tt.n)
+		calls := 0
+		ParallelFor(tt.n, tt.grain, func(lo, hi int) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			for i := lo; i < hi; i++ {
+				seen[i]++
+			}
+		})
+		for i, c := range seen {
+			if c != 1 {
+				t.Errorf("n=%d grain=%d: index %d visited %d times", tt.n, tt.grain, i, c)
+			}
+		}
+		if calls != tt.wantCalls {
+			t.Errorf("n=%d grain=%d: %d ranges, want %d", tt.n, tt.grain, calls, tt.wantCalls)
+		}
+	}
 }

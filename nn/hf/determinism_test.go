@@ -4,10 +4,12 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/troupe-ml/troupe/tensor"
 	"github.com/troupe-ml/troupe/textgen"
 )
 
@@ -74,5 +76,35 @@ func TestBatchInvariance(t *testing.T) {
 	t.Logf("%d greedy requests of %d tokens: %d differ between batched and alone (%d of %d tokens from the first difference on)", n, opts.MaxTokens, differ, changed, tokens)
 	if differ*20 > n {
 		t.Errorf("%d of %d requests differ when batched: more than rounding explains", differ, n)
+	}
+}
+
+// TestThreadsInvariance: the forward pass splits its row-wise work and
+// its attention heads across threads without changing any row's
+// arithmetic, so log-probabilities of a batch large enough to be split are
+// bitwise those of one thread.
+func TestThreadsInvariance(t *testing.T) {
+	c := Config{Arch: "qwen3", Vocab: 512, Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, Intermediate: 384,
+		MaxPos: 512, RMSEps: 1e-6, RopeTheta: 10000, Tied: true, QKNorm: true, BOS: []int{1}, EOS: []int{2}}
+	m := loadTiny(t, writeTiny(t, c, 5, WriteOptions{InitStd: 0.05}))
+	rng := rand.New(rand.NewPCG(7, 11))
+	var seqs []Seq
+	for range 8 {
+		seqs = append(seqs, Seq{Prompt: randomIDs(rng, 40, c.Vocab), Target: randomIDs(rng, 60, c.Vocab)})
+	}
+	logp := func(threads int) [][]float32 {
+		prev := tensor.SetThreads(threads)
+		defer tensor.SetThreads(prev)
+		lp, err := m.TokenLogProbs(nil, seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lp
+	}
+	one, three := logp(1), logp(3)
+	for i := range one {
+		if !slices.Equal(one[i], three[i]) {
+			t.Fatalf("sequence %d: log-probs on 3 threads differ from 1 thread", i)
+		}
 	}
 }

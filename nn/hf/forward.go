@@ -2,6 +2,7 @@ package hf
 
 import (
 	"math"
+	"slices"
 
 	"github.com/troupe-ml/troupe/tensor"
 	"github.com/troupe-ml/troupe/textgen"
@@ -91,17 +92,35 @@ func (m *Model) forward(toks []int, spans []span, save *acts) []float32 {
 	h := make([]float32, N*H)
 	rstd := make([]float32, N)
 	tmp := make([]float32, N*H)
+	pos := make([]int, N) // each row's position
+	for _, sp := range spans {
+		for i := range sp.n {
+			pos[sp.off+i] = sp.pos0 + i
+		}
+	}
+	// The layers' buffers: fresh per layer when training keeps them for
+	// backward, otherwise reused (clearing them costs as much as the
+	// element-wise work).
+	var q, k, v, o, gate, up, a []float32
+	alloc := func() {
+		q, k, v, o = make([]float32, N*QD), make([]float32, N*KVD), make([]float32, N*KVD), make([]float32, N*QD)
+		gate, up, a = make([]float32, N*I), make([]float32, N*I), make([]float32, N*I)
+	}
+	alloc()
+	// The work between the products runs on the product's threads, split
+	// by rows: on one thread it would be a fifth of a prefill.
+	rows := func(width int, fn func(lo, hi int)) { tensor.ParallelFor(N, max(1, rowGrain/width), fn) }
 	for l := range m.layers {
 		L := &m.layers[l]
 		var sa *layerActs
 		if save != nil {
 			sa = &save.layers[l]
 			sa.x = append([]float32(nil), x...)
+			if l > 0 {
+				alloc()
+			}
 		}
-		rmsNorm(h, rstd, x, L.inNorm, N, H, eps)
-		q := make([]float32, N*QD)
-		k := make([]float32, N*KVD)
-		v := make([]float32, N*KVD)
+		rows(H, func(lo, hi int) { rmsNorm(h[lo*H:hi*H], rstd[lo:hi], x[lo*H:hi*H], L.inNorm, hi-lo, H, eps) })
 		m.linear(spans, l, QProj, q, h, N, sa)
 		m.linear(spans, l, KProj, k, h, N, sa)
 		m.linear(spans, l, VProj, v, h, N, sa)
@@ -115,51 +134,52 @@ func (m *Model) forward(toks []int, spans []span, save *acts) []float32 {
 				sa.qpre, sa.kpre = append([]float32(nil), q...), append([]float32(nil), k...)
 				sa.rstdQ, sa.rstdK = rq, rk
 			}
-			rmsNorm(q, rq, q, L.qNorm, N*c.Heads, c.HeadDim, eps)
-			rmsNorm(k, rk, k, L.kNorm, N*c.KVHeads, c.HeadDim, eps)
+			rows(QD, func(lo, hi int) {
+				rmsNorm(q[lo*QD:hi*QD], rq[lo*c.Heads:hi*c.Heads], q[lo*QD:hi*QD], L.qNorm, (hi-lo)*c.Heads, c.HeadDim, eps)
+				rmsNorm(k[lo*KVD:hi*KVD], rk[lo*c.KVHeads:hi*c.KVHeads], k[lo*KVD:hi*KVD], L.kNorm, (hi-lo)*c.KVHeads, c.HeadDim, eps)
+			})
 		}
-		for _, sp := range spans {
-			for i := 0; i < sp.n; i++ {
-				r, pos := sp.off+i, sp.pos0+i
-				m.rope.rotate(q[r*QD:(r+1)*QD], c.Heads, pos, false)
-				m.rope.rotate(k[r*KVD:(r+1)*KVD], c.KVHeads, pos, false)
+		rows(QD, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				m.rope.rotate(q[r*QD:(r+1)*QD], c.Heads, pos[r], false)
+				m.rope.rotate(k[r*KVD:(r+1)*KVD], c.KVHeads, pos[r], false)
 			}
-		}
-		o := make([]float32, N*QD)
-		for _, sp := range spans {
-			m.attend(l, o, q, k, v, sp)
-		}
+		})
+		m.attendAll(l, o, q, k, v, spans)
 		if sa != nil {
 			sa.q, sa.k, sa.v, sa.o = q, k, v, o
 		}
 		m.linear(spans, l, OProj, tmp, o, N, sa)
-		tensor.VecAdd(x, x, tmp)
+		rows(H, func(lo, hi int) { tensor.VecAdd(x[lo*H:hi*H], x[lo*H:hi*H], tmp[lo*H:hi*H]) })
 		if sa != nil {
 			sa.xm = append([]float32(nil), x...)
 		}
-		rmsNorm(h, rstd, x, L.postNorm, N, H, eps)
-		gate := make([]float32, N*I)
-		up := make([]float32, N*I)
+		rows(H, func(lo, hi int) { rmsNorm(h[lo*H:hi*H], rstd[lo:hi], x[lo*H:hi*H], L.postNorm, hi-lo, H, eps) })
 		m.linear(spans, l, GateProj, gate, h, N, sa)
 		m.linear(spans, l, UpProj, up, h, N, sa)
-		a := make([]float32, N*I)
-		tensor.VecSigmoid(a, gate) // a = silu(gate)·up = gate·σ(gate)·up
-		tensor.VecMul(a, a, gate)
-		tensor.VecMul(a, a, up)
+		rows(I, func(lo, hi int) {
+			ar, gr, ur := a[lo*I:hi*I], gate[lo*I:hi*I], up[lo*I:hi*I]
+			tensor.VecSigmoid(ar, gr) // a = silu(gate)·up = gate·σ(gate)·up
+			tensor.VecMul(ar, ar, gr)
+			tensor.VecMul(ar, ar, ur)
+		})
 		m.linear(spans, l, DownProj, tmp, a, N, sa)
-		tensor.VecAdd(x, x, tmp)
+		rows(H, func(lo, hi int) { tensor.VecAdd(x[lo*H:hi*H], x[lo*H:hi*H], tmp[lo*H:hi*H]) })
 		if sa != nil {
 			sa.h2, sa.rstd2 = append([]float32(nil), h...), append([]float32(nil), rstd...)
 			sa.gate, sa.up, sa.a = gate, up, a
 		}
 	}
 	hf := make([]float32, N*H)
-	rmsNorm(hf, rstd, x, m.norm, N, H, eps)
+	rows(H, func(lo, hi int) { rmsNorm(hf[lo*H:hi*H], rstd[lo:hi], x[lo*H:hi*H], m.norm, hi-lo, H, eps) })
 	if save != nil {
 		save.xf, save.rstdF, save.hf = x, rstd, hf
 	}
 	return hf
 }
+
+// rowGrain is the fewest elements of row-wise work worth a goroutine.
+const rowGrain = 16 << 10
 
 // linear computes y = x·Wᵀ + b (+ each span's adapter's scaled x·Aᵀ·Bᵀ on
 // its rows) for projection p of layer l over n rows: the base product runs
@@ -195,19 +215,59 @@ func (m *Model) linear(spans []span, l int, p Proj, y, x []float32, n int, sa *l
 	}
 }
 
-// attend computes the causal attention of one span's queries, writing its
-// rows of o. In generation the span's keys and values are appended to its
-// cache first and it attends to all of the cache.
-func (m *Model) attend(l int, o, q, k, v []float32, sp span) {
+// attendAll computes the causal attention of every span's queries into
+// o. In generation each span's keys and values are appended to its cache
+// first and it attends to all of the cache. The spans (decoding rows) and
+// the heads of each longer span (prefill, training) are independent and
+// run on the product's threads.
+func (m *Model) attendAll(l int, o, q, k, v []float32, spans []span) {
+	c := m.Config
+	KVD := c.KVDim()
+	type job struct {
+		sp           span
+		keys, vals   []float32
+		head0, head1 int
+	}
+	var jobs []job
+	for _, sp := range spans {
+		keys, vals := k[sp.off*KVD:(sp.off+sp.n)*KVD], v[sp.off*KVD:(sp.off+sp.n)*KVD]
+		if sp.cache != nil {
+			kc := sp.cache
+			kc.k[l] = append(kc.k[l][:sp.pos0*KVD], keys...)
+			kc.v[l] = append(kc.v[l][:sp.pos0*KVD], vals...)
+			keys, vals = kc.k[l], kc.v[l]
+		}
+		if sp.n == 1 {
+			jobs = append(jobs, job{sp, keys, vals, 0, c.Heads})
+			continue
+		}
+		for hd := range c.Heads {
+			jobs = append(jobs, job{sp, keys, vals, hd, hd + 1})
+		}
+	}
+	// A job's work is about its queries × keys × head width.
+	work := 0
+	for _, j := range jobs {
+		work += j.sp.n * (j.sp.pos0 + j.sp.n) * (j.head1 - j.head0) * c.HeadDim
+	}
+	grain := max(1, len(jobs)*(attendGrain)/max(work, 1))
+	tensor.ParallelFor(len(jobs), grain, func(lo, hi int) {
+		var s []float32
+		for _, j := range jobs[lo:hi] {
+			s = m.attend(o, q, j.keys, j.vals, j.sp, j.head0, j.head1, s)
+		}
+	})
+}
+
+// attendGrain is the fewest multiply-adds of attention worth a goroutine.
+const attendGrain = 1 << 18
+
+// attend computes heads [h0, h1) of one span's causal attention over keys
+// and vals (the span's own, or its whole cache), writing its rows of o; s
+// is scratch, returned grown.
+func (m *Model) attend(o, q, keys, vals []float32, sp span, h0, h1 int, s []float32) []float32 {
 	c := m.Config
 	D, QD, KVD := c.HeadDim, c.QDim(), c.KVDim()
-	keys, vals := k[sp.off*KVD:(sp.off+sp.n)*KVD], v[sp.off*KVD:(sp.off+sp.n)*KVD]
-	if sp.cache != nil {
-		kc := sp.cache
-		kc.k[l] = append(kc.k[l][:sp.pos0*KVD], keys...)
-		kc.v[l] = append(kc.v[l][:sp.pos0*KVD], vals...)
-		keys, vals = kc.k[l], kc.v[l]
-	}
 	nk := sp.pos0 + sp.n
 	scale := float32(1 / math.Sqrt(float64(D)))
 	group := c.Heads / c.KVHeads
@@ -215,9 +275,9 @@ func (m *Model) attend(l int, o, q, k, v []float32, sp span) {
 		// Decoding: the query heads that share a key/value head are
 		// contiguous in the row, so each group is one product of its
 		// heads (as rows) with the cached keys, at one position.
-		s := make([]float32, group*nk)
+		s = slices.Grow(s[:0], group*nk)[:group*nk]
 		lo := m.window(sp.pos0)
-		for g := 0; g < c.KVHeads; g++ {
+		for g := h0 / group; g < h1/group; g++ {
 			qo := sp.off*QD + g*group*D
 			tensor.Gemm(false, true, group, nk, D, scale, q[qo:], D, keys[g*D:], KVD, 0, s, nk)
 			for r := 0; r < group; r++ {
@@ -227,15 +287,16 @@ func (m *Model) attend(l int, o, q, k, v []float32, sp span) {
 			}
 			tensor.Gemm(false, false, group, D, nk, 1, s, nk, vals[g*D:], KVD, 0, o[qo:], D)
 		}
-		return
+		return s
 	}
-	s := make([]float32, sp.n*nk)
-	for hd := 0; hd < c.Heads; hd++ {
+	s = slices.Grow(s[:0], sp.n*nk)[:sp.n*nk]
+	for hd := h0; hd < h1; hd++ {
 		g := hd / group
 		tensor.Gemm(false, true, sp.n, nk, D, scale, q[sp.off*QD+hd*D:], QD, keys[g*D:], KVD, 0, s, nk)
 		m.maskSoftmax(s, sp.n, nk, sp.pos0)
 		tensor.Gemm(false, false, sp.n, D, nk, 1, s, nk, vals[g*D:], KVD, 0, o[sp.off*QD+hd*D:], QD)
 	}
+	return s
 }
 
 // window returns the first key position that query position pos sees.
