@@ -127,15 +127,20 @@ func newHFModel(name string, base *hf.Model, tok *hf.Tokenizer, seed uint64, lr,
 	opt := nn.NewAdamW(nn.Constant(lr), 0)
 	pol := policies.NewLoRA(ad, opt, 1)
 	maxLen := min(base.Config.MaxPos, hfmodel.DefaultMaxLen)
+	// Sequences sample from the adapter's snapshot, republished after
+	// every step.
+	sampler := &hfmodel.Sampler{Base: base, StopTokens: tok.StopTokens()}
+	sampler.Publish(ad, 0)
 	a, err := adapter.New(adapter.Config{
 		Name:      name,
 		Tokenizer: hfmodel.Chat{Tok: tok},
-		Sampler:   &hfmodel.Sampler{Base: base, LoRA: ad, StopTokens: tok.StopTokens()},
+		Sampler:   sampler,
 		Policy:    pol,
 		Trainer:   rl.NewGRPO(cfg),
 		State:     &adapter.StoreState{Store: ad.Store, Opt: opt},
 		MaxLen:    maxLen,
 		Prepare:   prepare(maxLen, maskFirst),
+		OnUpdate:  func(version int64) { sampler.Publish(ad, version) },
 	})
 	return a, pol, err
 }
