@@ -41,7 +41,7 @@ test-cuda-build:
 		$(GO) build -tags $(CUDA_TAG) ./...; \
 		d=$$(mktemp -d); $(GO) test -tags $(CUDA_TAG) -c -o $$d/ ./cuda ./benchmarks; \
 		$(GO) build -tags $(CUDA_TAG) -o $$d/troupe ./cmd/troupe; \
-		$(GO) tool nm $$d/troupe | grep -q 'troupe/cuda.DenseBackend' || { echo "cmd/troupe built with -tags $(CUDA_TAG) does not link the device backend"; exit 1; }; \
+		$(GO) tool nm $$d/troupe | grep 'troupe/cuda.DenseBackend' >/dev/null || { echo "cmd/troupe built with -tags $(CUDA_TAG) does not link the device backend"; exit 1; }; \
 		rm -rf $$d; \
 		TROUPE_PTXAS=1 $(GO) test -count=1 -run '^TestPTXAssembles$$' ./cuda; \
 	else \
