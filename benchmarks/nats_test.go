@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-ml/troupe/swarm"
 	"github.com/troupe-ml/troupe/swarm/lmmodel"
 	"github.com/troupe-ml/troupe/swarm/tabular"
+	"github.com/troupe-ml/troupe/swarm/weightstore"
 )
 
 // loopbackBus runs a NATS server with a file store and returns a client
@@ -164,7 +165,7 @@ func BenchmarkWeightsPublish(b *testing.B) {
 			data := p.data(b)
 			c := loopbackBus(b)
 			ctx := context.Background()
-			obs, err := c.JetStream().CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: swarm.WeightsBucket("bench"), Storage: jetstream.FileStorage})
+			obs, err := c.JetStream().CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: weightstore.Bucket("bench"), Storage: jetstream.FileStorage})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -173,7 +174,7 @@ func BenchmarkWeightsPublish(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				t0 := time.Now()
-				if err := swarm.PublishWeights(ctx, obs, int64(i), data); err != nil {
+				if err := weightstore.Put(ctx, obs, int64(i), data); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))

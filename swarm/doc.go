@@ -12,7 +12,8 @@
 //
 // Swarm protocol (JSON bodies and fields as AgentJet's pydantic models):
 //
-//	POST /claim_episode        {client_uuid, episode_type: train|eval, discard_episode_timeout, throttle_policy?}
+//	POST /claim_episode        {client_uuid, episode_type: train|eval, discard_episode_timeout, throttle_policy?,
+//	                            team_id?, team_size?}  (team episodes: see teams.go and package swarm/team)
 //	                           → {success, client_uuid, episode_uuid, openai_base_url, openai_api_key, fail_cause}
 //	POST /end_episode          {client_uuid, episode_uuid, task_id, workflow_output: {reward, is_success, metadata, log_metrics}} → {success}
 //	POST /abort_episode        same body → {success}
@@ -81,20 +82,6 @@
 // TrainMetricsFile as one JSON object, and TrainCurvesFile draws the reward
 // and loss curves (package rl/metrics).
 //
-// # Tool calls
-//
-// A request with "tools" is rendered by the model's ToolChatPrompter
-// (refused with 400 by a model without one); tool_choice "auto" and "none"
-// are honoured, "required" and a named function are refused with 400 (the
-// server does not constrain sampling), as are response_format json_object
-// and json_schema. Assistant messages may carry tool_calls and "tool"
-// messages need tool_call_id. Answers in the Hermes/Qwen form
-// <tool_call>{"name": ..., "arguments": {...}}</tool_call> come back as
-// tool_calls with finish_reason "tool_calls" when every call is complete
-// and names a declared tool (otherwise the answer stays text); the message
-// content is the text before the first call. Streams hold the markup back
-// and send the calls in one delta before the finish chunk.
-//
 // # Deviations from AgentJet
 //
 //   - Episodes are created on claim rather than pre-registered by a rollout
@@ -114,57 +101,11 @@
 //     client throttle policy, which compares client ids, only throttles
 //     when the client uses the admin base URL (or the server has no token).
 //   - sync_train_code cannot run AgentJet's Python trainer and says so.
-//   - sync_train_config reads a YAML subset: the ajet keys listed at
-//     TrainConfig.ApplyYAML plus troupe.max_staleness,
-//     troupe.drain_timeout_s and troupe.checkpoint_every.
-//   - Streaming: chunk framing and fields follow OpenAI's. Models that
-//     implement StreamGenerator (TabularModel) are streamed token by token
-//     as they sample; others (LMModel: nn.LM.Generate has no per-token
-//     hook) are streamed after sampling. A chunk holds whole UTF-8
-//     characters and never text that may begin a stop sequence, so the
-//     deltas concatenate to the non-streamed content. A completion is
-//     recorded in its episode only if sampling finished while the client
-//     was still connected, and before [DONE] is sent; a client that
-//     disconnects mid-stream stops the sampling and leaves no record. If
-//     the episode closes mid-stream, the stream ends with an OpenAI error
-//     event ({"error": {...}}, code episode_closed) and no [DONE].
-//   - Work bounds: n ≤ MaxN, max_tokens ≤ max_response_length and
-//     n × max_tokens ≤ MaxRequestTokens (400 naming the field; without
-//     max_tokens the n choices share MaxRequestTokens); an episode records
-//     at most MaxEpisodeTokens tokens and MaxEpisodeCompletions
-//     completions (then 429).
-//   - Logprobs are those of the model at temperature 1 without top-p (the
-//     behaviour log-probs training needs), also when sampling used another
-//     temperature; the end-of-sequence token is not listed. Each recorded
-//     sample also carries the temperature it was drawn at
-//     (rl.Sample.Temperature), so that a Model may score it under the
-//     tempered distribution instead (rl/policies.LM.Tempered).
-//
-// # Forced prefixes
-//
-// A chat request may carry "assistant_prefix": a string the answer starts
-// with, forced rather than sampled (troupe's extension, not OpenAI's; vLLM's
-// continue_final_message and Anthropic's prefill play the same part). The
-// model continues after it, and the choice's content is that continuation
-// alone. The episode records one sample whose actions are the prefix's
-// tokens and nothing else, with no behaviour log-probabilities (the
-// trainer computes them: the importance ratio is 1); the continuation only
-// scores the prefix. A client can so roll out every branch of a decision
-// from the same prompt and report each branch's outcome as its episode's
-// reward, and the server's GRPO credits the decision alone: the "vine"
-// rollouts of Schulman et al. 2015 ("Trust Region Policy Optimization",
-// §5.2), which estimate each action's value at a state instead of relying
-// on the sampler to explore it. It needs n = 1, no streaming, a model that
-// implements TextEncoder, and fewer prefix tokens than max_tokens (which
-// counts them).
-//
-// "assistant_context" (with assistant_prefix) is answer text given before
-// the prefix: it is appended to the prompt, in the recorded sample too, so
-// the sample's action is the prefix taken after that context. A client can
-// so branch at any position of an answer: the context is the answer so
-// far, each branch's prefix one alternative token, and only those tokens
-// are credited (the intermediate-state rollouts of VinePPO, Kazemnejad et
-// al. 2024). The prompt limit counts the context.
+//   - sync_train_config reads a YAML subset: the ajet keys and troupe's
+//     own listed at trainconfig.Config.ApplyYAML.
+//   - The OpenAI endpoint (tools, streaming, work bounds, log-probs,
+//     forced prefixes) is package openai's handler: see its documentation.
+//     An episode records at most MaxEpisodeTokens tokens (then 429).
 //
 // # Security
 //

@@ -310,7 +310,7 @@ func (s *Server) handleEnd(w http.ResponseWriter, r *http.Request) {
 		ep.ending = true
 		ep.inflight++
 		s.mu.Unlock()
-		d, err := s.endTeam(ep, reward)
+		d, err := s.teams.End(s.ctx, ep.team, id, reward)
 		s.mu.Lock()
 		ep.ending = false
 		ep.inflight--

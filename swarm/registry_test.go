@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	"github.com/troupe-ml/troupe/bus"
+	"github.com/troupe-ml/troupe/swarm/registry"
 	"github.com/troupe-ml/troupe/swarm/tabular"
 )
 
 // TestRegistry: two models' servers announce themselves in the registry
-// and ListFrontends finds them, all or by model.
+// and registry.List finds them, all or by model.
 func TestRegistry(t *testing.T) {
 	ctx := context.Background()
 	b, err := bus.Open(ctx, bus.Config{})
@@ -28,14 +29,14 @@ func TestRegistry(t *testing.T) {
 		})
 		ts.s.register()
 	}
-	fs, err := ListFrontends(ctx, b.JetStream(), "")
+	fs, err := registry.List(ctx, b.JetStream(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(fs) != 2 || fs[0].Model != "executor" || fs[0].URL != "https://executor.example.org" || fs[1].Model != "planner" || fs[1].URL != "http://10.0.0.1:1000" {
 		t.Fatalf("registry: %+v", fs)
 	}
-	if only, _ := ListFrontends(ctx, b.JetStream(), "planner"); len(only) != 1 {
+	if only, _ := registry.List(ctx, b.JetStream(), "planner"); len(only) != 1 {
 		t.Fatalf("registry of planner: %+v", only)
 	}
 

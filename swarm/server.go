@@ -25,8 +25,10 @@ import (
 	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/rl"
 	"github.com/troupe-ml/troupe/swarm/record"
+	"github.com/troupe-ml/troupe/swarm/registry"
 	"github.com/troupe-ml/troupe/swarm/rundir"
 	"github.com/troupe-ml/troupe/swarm/team"
+	"github.com/troupe-ml/troupe/swarm/weightstore"
 )
 
 // Engine statuses, spelled as AgentJet's swarm server spells them.
@@ -98,7 +100,8 @@ type Server struct {
 	ws *weightStore       // the weights bucket; nil in RoleBoth
 	jr *journal           // nil without ServerConfig.JetStream
 
-	teams *teamState // team episodes (teams.go)
+	teams *team.Tracker                 // team episodes (teams.go)
+	held  map[string][]*finishedEpisode // ended team members held until their team is decided, by team id
 
 	// ctx ends with Close, cutting weights transfers short.
 	ctx    context.Context
@@ -137,9 +140,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := s.openBus(); err != nil {
 		return nil, err
 	}
-	if s.teams == nil {
-		s.teams = newTeamState(cmp.Or(cfg.Teams, team.NewMemory()))
-	}
+	s.teams = team.NewTracker(cmp.Or(s.cfg.Teams, team.NewMemory()), s.journalName(), cfg.JournalTimeout, s.log, s.teamDecided)
+	s.held = map[string][]*finishedEpisode{}
 	if err := s.loadTrainConfig(); err != nil {
 		return nil, err
 	}
@@ -156,7 +158,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.wg.Add(3)
 	go s.trainLoop()
 	go s.reapLoop()
-	go s.teamLoop()
+	go func() { defer s.wg.Done(); s.teams.Run(s.ctx, s.stopCh) }()
 	return s, nil
 }
 
@@ -179,14 +181,14 @@ func (s *Server) openBus() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.JournalTimeout)
 	defer cancel()
 	if cfg.Role != RoleBoth {
-		ws, err := openWeights(ctx, cfg.JetStream, s.journalName(), cfg.JournalReplicas)
+		obs, err := weightstore.Open(ctx, cfg.JetStream, s.journalName(), cfg.JournalReplicas)
 		if err != nil {
-			return err
+			return fmt.Errorf("swarm: %w", err)
 		}
-		s.ws = ws
+		s.ws = &weightStore{obs: obs}
 	}
 	if s.registryURL() != "" {
-		kv, err := openRegistry(ctx, cfg.JetStream, cfg.JournalReplicas)
+		kv, err := registry.Open(ctx, cfg.JetStream, cfg.JournalReplicas)
 		if err != nil {
 			return err
 		}
@@ -202,11 +204,9 @@ func (s *Server) openBus() error {
 	}
 	s.jr = jr
 	if cfg.Teams == nil {
-		ts, err := team.Open(ctx, cfg.JetStream, cfg.JournalReplicas)
-		if err != nil {
+		if s.cfg.Teams, err = team.Open(ctx, cfg.JetStream, cfg.JournalReplicas); err != nil {
 			return fmt.Errorf("swarm: %w", err)
 		}
-		s.teams = newTeamState(ts)
 	}
 	return nil
 }
@@ -479,11 +479,11 @@ func (s *Server) Close() error {
 				s.dropLocked(fe, "shutdown")
 			}
 			s.batch.finished = nil
-			for id, held := range s.teams.held {
+			for id, held := range s.held {
 				for _, fe := range held {
 					s.dropLocked(fe, "shutdown")
 				}
-				delete(s.teams.held, id)
+				delete(s.held, id)
 			}
 		} else if len(s.batch.finished) > 0 {
 			s.log.Info("buffered episodes stay in the journal for the next start", "n", len(s.batch.finished))
@@ -518,7 +518,7 @@ func (s *Server) reapLoop() {
 		case now := <-t.C:
 			s.reap(now)
 			s.flushDrops()
-			if s.kv != nil && now.Sub(registered) >= RegistryTTL/3 {
+			if s.kv != nil && now.Sub(registered) >= registry.TTL/3 {
 				s.register()
 				registered = now
 			}

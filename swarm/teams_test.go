@@ -73,7 +73,7 @@ func TestTeamTrainsTogether(t *testing.T) {
 	chatRaw(t, p.ts.URL, a)
 	chatRaw(t, e.ts.URL, b)
 	endTeamMember(t, p.ts.URL, a, "1")
-	time.Sleep(3 * TeamSweepInterval)
+	time.Sleep(3 * team.SweepInterval)
 	if _, _, step := p.s.Status(); step != 0 {
 		t.Fatalf("the planner trained on half a team: step %d", step)
 	}
@@ -155,13 +155,13 @@ func TestTeamEndAfterDiscard(t *testing.T) {
 	_, b := claimMember(t, e.ts.URL, "c", "team-late", 2, 60)
 	rawPost(t, p.ts.URL+"/abort_episode", endBody("c", a["episode_uuid"].(string), "task", "0"), nil)
 	waitFor(t, "the abort to discard the team", func() bool {
-		d, _ := p.s.teams.store.Get(t.Context(), "team-late")
+		d, _ := p.s.teams.Store().Get(t.Context(), "team-late")
 		return d.Decision == team.Discarded
 	})
 	chatRaw(t, e.ts.URL, b)
 	endTeamMember(t, e.ts.URL, b, "1")
 	waitFor(t, "the late member dropped", func() bool { return teamDrops(e) == 1 })
-	time.Sleep(3 * TeamSweepInterval)
+	time.Sleep(3 * team.SweepInterval)
 	if _, _, step := e.s.Status(); step != 0 {
 		t.Errorf("trained a member of a discarded team: step %d", step)
 	}

@@ -28,32 +28,12 @@ const (
 	RoleTrain = "train"
 )
 
-// WeightsBucket is the JetStream object-store bucket holding a model's
-// published weights, one object per step (WeightsObject), the last two
-// kept (package swarm/weightstore).
-func WeightsBucket(model string) string { return weightstore.Bucket(model) }
-
-// WeightsObject names the weights of one step in WeightsBucket.
-func WeightsObject(step int64) string { return weightstore.Object(step) }
-
+// keepWeights is how many published steps a weights bucket keeps.
 const keepWeights = 2
 
 type weightStore struct {
 	obs jetstream.ObjectStore
 	w   jetstream.ObjectWatcher // rollout role only
-}
-
-func openWeights(ctx context.Context, js jetstream.JetStream, name string, replicas int) (*weightStore, error) {
-	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      WeightsBucket(name),
-		Description: "weights of " + name + " published by its trainer, one object per step",
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("swarm: weights bucket %s: %w", WeightsBucket(name), err)
-	}
-	return &weightStore{obs: obs}, nil
 }
 
 // publishWeights puts the model's current weights into the bucket and
@@ -85,7 +65,7 @@ func (s *Server) publishWeights(step int64) error {
 func (s *Server) watchWeights() error {
 	w, err := s.ws.obs.Watch(s.ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return fmt.Errorf("swarm: watch %s: %w", WeightsBucket(s.journalName()), err)
+		return fmt.Errorf("swarm: watch %s: %w", weightstore.Bucket(s.journalName()), err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -133,11 +113,4 @@ func (s *Server) loadPublished(info *jetstream.ObjectInfo, step int64) error {
 	s.m.weightsLoaded.Inc()
 	s.log.Info("loaded published weights", "object", name, "global_step", v, "bytes", len(b))
 	return nil
-}
-
-// PublishWeights stores one step's weights in obs (a WeightsBucket) as a
-// trainer does, so that a program other than a swarm server (an
-// evaluator, a benchmark) can take part.
-func PublishWeights(ctx context.Context, obs jetstream.ObjectStore, step int64, data []byte) error {
-	return weightstore.Put(ctx, obs, step, data)
 }

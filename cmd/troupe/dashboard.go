@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-ml/troupe/dashboard"
 	"github.com/troupe-ml/troupe/internal/httpx"
 	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/registry"
 )
 
 var dashboardCommand = command{
@@ -63,7 +64,7 @@ func runDashboard(dir, listen, natsURL string, natsAuth *bus.AuthFlags, stdout i
 		}
 		defer b.Close()
 		cfg.Servers = func(ctx context.Context) ([]dashboard.ServerInfo, error) {
-			list, err := swarm.ListFrontends(ctx, b.JetStream(), "")
+			list, err := registry.List(ctx, b.JetStream(), "")
 			out := make([]dashboard.ServerInfo, len(list))
 			for i, f := range list {
 				out[i] = dashboard.ServerInfo{Model: f.Model, URL: f.URL, Role: f.Role, GlobalStep: f.GlobalStep, OpenEpisodes: f.OpenEpisodes, Updated: f.Updated}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/troupe-ml/troupe/bus"
-	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/registry"
 )
 
 // natsCmd runs "troupe nats": a NATS server with JetStream (the pinned
@@ -160,7 +160,7 @@ func listFrontends(stdout, stderr io.Writer, url0, model0 string, natsAuth *bus.
 		return err
 	}
 	defer b.Close()
-	list, err := swarm.ListFrontends(ctx, b.JetStream(), *model)
+	list, err := registry.List(ctx, b.JetStream(), *model)
 	if err != nil {
 		return err
 	}

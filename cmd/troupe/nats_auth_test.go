@@ -20,8 +20,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-ml/troupe/bus"
-	"github.com/troupe-ml/troupe/swarm"
 	"github.com/troupe-ml/troupe/swarm/client"
+	"github.com/troupe-ml/troupe/swarm/registry"
+	"github.com/troupe-ml/troupe/swarm/weightstore"
 )
 
 // TestNATSRefusesOpenListener: troupe nats will not accept clients beyond
@@ -149,13 +150,13 @@ func TestNATSAuthRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	bucket := swarm.WeightsBucket("small")
+	bucket := weightstore.Bucket("small")
 	waitFor(t, 30*time.Second, "the trainer to prune step 1's weights", func() bool {
 		obs, err := admin.JetStream().ObjectStore(ctx, bucket)
 		if err != nil {
 			return false
 		}
-		info, err := obs.GetInfo(ctx, swarm.WeightsObject(1), jetstream.GetObjectInfoShowDeleted())
+		info, err := obs.GetInfo(ctx, weightstore.Object(1), jetstream.GetObjectInfoShowDeleted())
 		if err != nil || !info.Deleted {
 			return false
 		}
@@ -183,7 +184,7 @@ func TestNATSAuthRoles(t *testing.T) {
 			if line == "" {
 				continue
 			}
-			var f swarm.Frontend
+			var f registry.Frontend
 			if err := json.Unmarshal([]byte(line), &f); err != nil {
 				t.Fatalf("frontends printed %q: %v", line, err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-ml/troupe/bus"
 	"github.com/troupe-ml/troupe/internal/httpx"
+	"github.com/troupe-ml/troupe/internal/yamlkv"
 	"github.com/troupe-ml/troupe/openai"
 	"github.com/troupe-ml/troupe/swarm"
 	"github.com/troupe-ml/troupe/swarm/balance"
@@ -22,6 +23,7 @@ import (
 	"github.com/troupe-ml/troupe/swarm/record"
 	"github.com/troupe-ml/troupe/swarm/tabular"
 	"github.com/troupe-ml/troupe/swarm/team"
+	"github.com/troupe-ml/troupe/swarm/trainconfig"
 )
 
 var swarmServeCommand = command{
@@ -244,7 +246,7 @@ func (o *swarmServe) resolve(fs *flag.FlagSet) error {
 	tc.MaxStaleness, tc.CheckpointEvery = o.maxStaleness, o.ckptEvery
 	tc.GroupTimeout, tc.DrainTimeout = seconds(o.groupTimeout), seconds(o.drainTimeout)
 	tc.NormalizeRewardComponents = o.normalizeComponents
-	w, err := swarm.ParseComponentWeights(o.componentWeights)
+	w, err := trainconfig.ParseComponentWeights(o.componentWeights)
 	if err != nil {
 		return fmt.Errorf("--reward-component-weights: %w", err)
 	}
@@ -446,7 +448,7 @@ func (o *swarmServe) openBus(log *slog.Logger) (*bus.Bus, error) {
 // troupe key that is neither a flag nor a training key
 // (swarm.TrainConfig.ApplyYAML) is an error, so that a typo is not ignored.
 func applyConfigFile(fs *flag.FlagSet, yaml string) error {
-	kv, err := swarm.YAMLScalars(yaml)
+	kv, err := yamlkv.Scalars(yaml)
 	if err != nil {
 		return err
 	}
@@ -464,8 +466,8 @@ func applyConfigFile(fs *flag.FlagSet, yaml string) error {
 					return fmt.Errorf("%s: %w", k, err)
 				}
 			}
-		case !swarm.IsTrainKey(k):
-			return fmt.Errorf("%s: no such setting (troupe keys are this command's flag names with underscores, or %s)", k, strings.Join(swarm.TrainKeys(), ", "))
+		case !trainconfig.IsKey(k):
+			return fmt.Errorf("%s: no such setting (troupe keys are this command's flag names with underscores, or %s)", k, strings.Join(trainconfig.Keys(), ", "))
 		}
 	}
 	return nil

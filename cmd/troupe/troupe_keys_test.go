@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troupe-ml/troupe/swarm"
+	"github.com/troupe-ml/troupe/swarm/trainconfig"
 )
 
 // TestTroupeKeysDocumented: every troupe.* key of a training config is a
@@ -21,7 +21,7 @@ func TestTroupeKeysDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range swarm.TrainKeys() {
+	for _, k := range trainconfig.Keys() {
 		name, ok := strings.CutPrefix(k, "troupe.")
 		if !ok {
 			continue

@@ -100,3 +100,17 @@ func Prune(ctx context.Context, obs jetstream.ObjectStore, step int64) error {
 	}
 	return nil
 }
+
+// Open creates (or updates) the weights bucket of model.
+func Open(ctx context.Context, js jetstream.JetStream, model string, replicas int) (jetstream.ObjectStore, error) {
+	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      Bucket(model),
+		Description: "weights of " + model + " published by its trainer, one object per step",
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("weightstore: bucket %s: %w", Bucket(model), err)
+	}
+	return obs, nil
+}
