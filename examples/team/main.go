@@ -20,6 +20,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,10 +72,8 @@ func main() {
 type agent struct {
 	name string
 	dir  string
-	srv  *swarm.Server
 	cli  *client.Client
 	stop func() error
-	from int64 // the step it resumed at (a rerun continues the run directory)
 }
 
 func run(c config, out io.Writer) error {
@@ -102,20 +101,42 @@ func run(c config, out io.Writer) error {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var agents []*agent
 	for i, name := range []string{"planner", "executor"} {
-		dir := filepath.Join(c.Out, name)
+		// Each agent's run directory is <out>/<name>-<port>, as troupe
+		// swarm serve --agents names them (troupe dashboard shows them
+		// as one run); a previous run's is replaced.
+		old, _ := filepath.Glob(filepath.Join(c.Out, name+"-*"))
+		for _, d := range old {
+			if err := os.RemoveAll(d); err != nil {
+				return err
+			}
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(c.Out, fmt.Sprintf("%s-%d", name, ln.Addr().(*net.TCPAddr).Port))
 		m, _, err := hfmodel.New(hfmodel.Config{Name: name, Base: base, Tokenizer: tok, Engine: eng,
 			LoRAConfig: hf.LoRAConfig{Rank: 8, Seed: uint64(i + 1)},
 			AdapterDir: filepath.Join(dir, "adapter"), BaseName: c.ModelDir})
 		if err != nil {
+			ln.Close()
 			return err
 		}
-		srv, url, stop, err := swarm.Serve("127.0.0.1:0", swarm.ServerConfig{Model: m, Train: train, CheckpointDir: dir, Teams: store, Logger: quiet})
+		srv, err := swarm.NewServer(swarm.ServerConfig{Model: m, Train: train, CheckpointDir: dir, Teams: store, Logger: quiet})
 		if err != nil {
+			ln.Close()
 			return err
 		}
+		if err := srv.Start(); err != nil {
+			ln.Close()
+			srv.Close()
+			return err
+		}
+		hs := srv.HTTPServer()
+		go hs.Serve(ln)
+		stop := func() error { hs.Close(); return srv.Close() }
 		defer stop()
-		_, _, from := srv.Status()
-		agents = append(agents, &agent{name: name, dir: dir, srv: srv, cli: client.New(url), stop: stop, from: from})
+		agents = append(agents, &agent{name: name, dir: dir, cli: client.New("http://" + ln.Addr().String()), stop: stop})
 	}
 	fmt.Fprintf(out, "two agents on %s, one engine; %d steps of %d tasks × %d team episodes\n", c.ModelDir, c.Steps, c.Tasks, c.Repeat)
 	fmt.Fprintln(out, "step  planner reward (shared+own)  executor reward (shared+own)  seconds")
@@ -127,7 +148,7 @@ func run(c config, out io.Writer) error {
 			return err
 		}
 		for _, a := range agents {
-			if err := waitStep(ctx, a.cli, a.from+int64(step)); err != nil {
+			if err := waitStep(ctx, a.cli, int64(step)); err != nil {
 				return fmt.Errorf("%s: %w", a.name, err)
 			}
 		}

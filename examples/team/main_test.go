@@ -24,12 +24,16 @@ func TestTeam(t *testing.T) {
 	}
 	teams := map[string][]string{}
 	for _, name := range []string{"planner", "executor"} {
+		dirs, _ := filepath.Glob(filepath.Join(out, name+"-*"))
+		if len(dirs) != 1 {
+			t.Fatalf("%s: run directories %q, want one <name>-<port>", name, dirs)
+		}
 		for _, f := range []string{"adapter/adapter_config.json", "adapter/adapter_model.safetensors"} {
-			if _, err := os.Stat(filepath.Join(out, name, f)); err != nil {
+			if _, err := os.Stat(filepath.Join(dirs[0], f)); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
-		raw, err := os.ReadFile(filepath.Join(out, name, "train_metrics.jsonl"))
+		raw, err := os.ReadFile(filepath.Join(dirs[0], "train_metrics.jsonl"))
 		if err != nil {
 			t.Fatal(err)
 		}
