@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"time"
 
 	"github.com/troupe-ml/troupe/api"
 	"github.com/troupe-ml/troupe/swarm"
@@ -15,21 +14,6 @@ import (
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// waitStep waits until the server behind c has trained step steps and rolls
-// again.
-func waitStep(ctx context.Context, c *client.Client, step int64) error {
-	for {
-		st, err := c.EngineStatus(ctx)
-		if err != nil {
-			return err
-		}
-		if st.GlobalStep >= step && st.Status == swarm.StatusRolling {
-			return nil
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // Example runs a swarm server with the tiny tabular model, plays two train
 // episodes of one task with a Go client and shows that the server trained
@@ -56,7 +40,7 @@ func Example() {
 		fmt.Println("completion tokens:", resp.Usage.CompletionTokens, "finish:", resp.Choices[0].FinishReason)
 		cli.EndEpisode(ctx, ep, "task-1", client.WorkflowResult{Reward: float64(i)})
 	}
-	waitStep(ctx, cli, 1)
+	cli.WaitForStep(ctx, 1)
 	st, _ := cli.EngineStatus(ctx)
 	fmt.Println("global step:", st.GlobalStep)
 	// Output:

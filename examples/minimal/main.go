@@ -91,23 +91,9 @@ func run(steps int, out io.Writer) ([]float64, error) {
 		mean := sum / float64(train.NumRepeat)
 		curve = append(curve, mean)
 		fmt.Fprintf(out, "step %2d  mean reward %.2f  %-20s  last answer %q\n", step, mean, strings.Repeat("#", int(20*mean)), answer)
-		if err := waitForStep(ctx, cli, int64(step+1)); err != nil {
+		if err := cli.WaitForStep(ctx, int64(step+1)); err != nil {
 			return nil, err
 		}
 	}
 	return curve, nil
-}
-
-// waitForStep waits until the server has trained on the step's episodes.
-func waitForStep(ctx context.Context, c *client.Client, step int64) error {
-	for {
-		st, err := c.EngineStatus(ctx)
-		if err != nil {
-			return err
-		}
-		if st.GlobalStep >= step && st.Status == swarm.StatusRolling {
-			return nil
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -148,7 +148,10 @@ func run(c config, out io.Writer) error {
 			return err
 		}
 		for _, a := range agents {
-			if err := waitStep(ctx, a.cli, int64(step)); err != nil {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Minute) // a server that stopped training fails the run
+			err := a.cli.WaitForStep(wctx, int64(step))
+			cancel()
+			if err != nil {
 				return fmt.Errorf("%s: %w", a.name, err)
 			}
 		}
@@ -251,26 +254,6 @@ func share(s string, ok func(rune) bool) float64 {
 		return 0
 	}
 	return float64(k) / float64(n)
-}
-
-// waitStep waits until a server has trained step and rolls again.
-func waitStep(ctx context.Context, c *client.Client, step int64) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	for {
-		st, err := c.EngineStatus(ctx)
-		if err != nil {
-			return err
-		}
-		if st.GlobalStep >= step && st.Status == swarm.StatusRolling {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // randomBase writes a random Qwen3-shaped tiny model with Qwen3's real

@@ -178,6 +178,23 @@ func (c *Client) WaitForStatus(ctx context.Context, status string) error {
 	}
 }
 
+// WaitForStep waits until the server has trained step steps (its global
+// step) and rolls again, polling with the client's back-off.
+func (c *Client) WaitForStep(ctx context.Context, step int64) error {
+	for attempt := 0; ; attempt++ {
+		st, err := c.EngineStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("client: waiting for step %d: %w", step, err)
+		}
+		if st.GlobalStep >= step && st.Status == api.StatusRolling {
+			return nil
+		}
+		if err := sleepCtx(ctx, c.Backoff.delay(attempt)); err != nil {
+			return fmt.Errorf("client: waiting for step %d: %w", step, err)
+		}
+	}
+}
+
 // BeginOptions configures BeginEpisode.
 type BeginOptions struct {
 	// Type is api.EpisodeTrain (default) or api.EpisodeEval.

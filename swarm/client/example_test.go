@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 	"unicode/utf8"
 
 	"github.com/troupe-ml/troupe/api"
@@ -15,21 +14,6 @@ import (
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// waitStep waits until the server behind c has trained step steps and rolls
-// again.
-func waitStep(ctx context.Context, c *client.Client, step int64) error {
-	for {
-		st, err := c.EngineStatus(ctx)
-		if err != nil {
-			return err
-		}
-		if st.GlobalStep >= step && st.Status == api.StatusRolling {
-			return nil
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // ExampleRunWorkflow serves a model with Serve and runs a workflow on it:
 // RunWorkflow claims the episode, the workflow asks the model and scores
@@ -68,7 +52,7 @@ func ExampleRunWorkflow() {
 		}
 		fmt.Printf("episode %d: reward %.3f\n", i, results[0].Reward)
 	}
-	waitStep(ctx, cli, 1)
+	cli.WaitForStep(ctx, 1)
 	st, _ := cli.EngineStatus(ctx)
 	fmt.Println("global step:", st.GlobalStep)
 	// Output:
@@ -121,7 +105,7 @@ func ExampleClient_BeginEpisode() {
 			cli.EndEpisode(ctx, ep, "letters", client.WorkflowResult{Reward: r})
 		}
 		fmt.Printf("step %d: mean reward %.2f\n", step, sum/float64(tc.NumRepeat))
-		waitStep(ctx, cli, int64(step+1))
+		cli.WaitForStep(ctx, int64(step+1))
 	}
 	// Output:
 	// step 0: mean reward 0.00
@@ -184,7 +168,7 @@ func ExampleRunWorkflow_twoServers() {
 		fmt.Printf("rollout %d: writer %.0f, reviewer %.2f\n", i, results[0].Reward, results[1].Reward)
 	}
 	for k, c := range clients {
-		waitStep(ctx, c, 1)
+		c.WaitForStep(ctx, 1)
 		st, _ := c.EngineStatus(ctx)
 		fmt.Printf("server %d: global step %d\n", k, st.GlobalStep)
 	}

@@ -120,7 +120,7 @@ func TestHFAgentsOnOneBase(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := waitGlobalStep(ctx, c, int64(round+1)); err != nil {
+			if err := c.WaitForStep(ctx, int64(round+1)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -139,23 +139,6 @@ func TestHFAgentsOnOneBase(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func waitGlobalStep(ctx context.Context, c *client.Client, step int64) error {
-	for {
-		st, err := c.EngineStatus(ctx)
-		if err != nil {
-			return err
-		}
-		if st.GlobalStep >= step && st.Status == swarm.StatusRolling {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
 
 // TestHFChatTools: the model's own template renders tools and tool calls.
 func TestHFChatTools(t *testing.T) {
@@ -218,7 +201,7 @@ func TestRunWritesPEFTAdapter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := waitGlobalStep(ctx, c, 1); err != nil {
+	if err := c.WaitForStep(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	stop() // the final checkpoint
