@@ -33,6 +33,9 @@ const (
 	netnsHelperEnv = "TROUPE_BUS_NETNS_HELPER" // the test binary as a client inside a namespace
 	netnsURLsEnv   = "TROUPE_BUS_NETNS_URLS"
 	netnsPinEnv    = "TROUPE_BUS_NETNS_PIN"
+	// The nodes listen beyond loopback, so they take a token (troupe nats
+	// refuses otherwise); the clients give it from EnvToken.
+	netnsToken = "netns-cluster-token"
 )
 
 // TestMain lets the netns test run this test binary, re-executed inside a
@@ -270,7 +273,7 @@ func startNetnsClient(t *testing.T, name, ns string, urls []string, pin bool, lo
 		t.Fatal(err)
 	}
 	cmd := exec.Command("ip", "netns", "exec", ns, self)
-	cmd.Env = append(os.Environ(), netnsHelperEnv+"=1", netnsURLsEnv+"="+strings.Join(urls, ","))
+	cmd.Env = append(os.Environ(), netnsHelperEnv+"=1", netnsURLsEnv+"="+strings.Join(urls, ","), EnvToken+"="+netnsToken)
 	if pin {
 		cmd.Env = append(cmd.Env, netnsPinEnv+"=1")
 	}
@@ -420,6 +423,10 @@ func TestNetnsCluster(t *testing.T) {
 			t.Logf("node and client logs (tail):\n%s", c.log.tail(64<<10))
 		}
 	})
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(netnsToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for i := 1; i <= 3; i++ {
 		var routes []string
 		for j := 1; j <= 3; j++ {
@@ -431,7 +438,7 @@ func TestNetnsCluster(t *testing.T) {
 		c.nodes = append(c.nodes, &netnsNode{name: name, args: []string{
 			"nats", "--name", name, "--listen", nw.addr(i) + ":4222", "--data-dir", t.TempDir(),
 			"--cluster", "troupe-netns", "--cluster-listen", nw.addr(i) + ":6222", "--routes", strings.Join(routes, ","),
-			"--log-level", "warn",
+			"--token-file", tokenFile, "--log-level", "warn",
 		}})
 	}
 	t.Cleanup(func() {
@@ -691,13 +698,14 @@ func netnsConnect() (*nats.Conn, jetstream.JetStream, func(), error) {
 	urls := os.Getenv(netnsURLsEnv)
 	if os.Getenv(netnsPinEnv) != "1" {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		b, err := Open(context.Background(), Config{URL: urls, Logger: log})
+		b, err := Open(context.Background(), Config{URL: urls, Auth: Auth{Token: os.Getenv(EnvToken)}, Logger: log})
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return b.Conn(), b.JetStream(), func() { b.Close() }, nil
 	}
 	nc, err := nats.Connect(urls,
+		nats.Token(os.Getenv(EnvToken)),
 		nats.IgnoreDiscoveredServers(),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
