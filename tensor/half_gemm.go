@@ -128,11 +128,12 @@ type halfPath struct {
 	gemv         func(mx, nb, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32, ldo int)
 	gemvR, gemvM int
 	gemvK        int
-	// gemvPairBF16: for bfloat16, gemv wants x with each block of 16
-	// values reordered as the 8 even-indexed then the 8 odd-indexed ones
-	// (pairOrder16).
-	gemvPairBF16 bool
-	widen        func(dst []float32, src []uint16, f Half)
+	// gemvPair, when set: for bfloat16, gemv wants x with each block of
+	// gemvPair values reordered as its even-indexed then its odd-indexed
+	// ones (pairOrder), the order in which a vector load of bfloat16 pairs
+	// widens.
+	gemvPair int
+	widen    func(dst []float32, src []uint16, f Half)
 	// kernBF16, when set, takes bfloat16 products on the packed path: a
 	// micro-kernel that widens B in registers (widening is exact and free
 	// beside the FMAs) from panels of 16-bit pairs that packBF16 packs;
@@ -371,7 +372,7 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 	// x as the kernel reads it: A itself, or a reordered copy of the part
 	// the kernel covers.
 	xk, ldxk := a, lda
-	if kv := k / hp.gemvK * hp.gemvK; hp.gemvPairBF16 && f == BF16 && kv > 0 && n >= hp.gemvR {
+	if kv := k / hp.gemvK * hp.gemvK; hp.gemvPair > 0 && f == BF16 && kv > 0 && n >= hp.gemvR {
 		bp := pairBufPool.Get().(*[]float32)
 		defer pairBufPool.Put(bp)
 		if cap(*bp) < m*kv {
@@ -379,7 +380,7 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 		}
 		xk, ldxk = (*bp)[:m*kv], kv
 		for i := 0; i < m; i++ {
-			pairOrder16(xk[i*kv:(i+1)*kv], a[i*lda:i*lda+kv])
+			pairOrder(xk[i*kv:(i+1)*kv], a[i*lda:i*lda+kv], hp.gemvPair)
 		}
 	}
 	// Each goroutine should stream at least gemvParMinWeights weights.
@@ -408,17 +409,17 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 
 var pairBufPool = sync.Pool{New: func() any { return new([]float32) }}
 
-// pairOrder16 copies src to dst with each block of 16 values reordered as
-// its 8 even-indexed values followed by its 8 odd-indexed ones; len(src) is
-// a multiple of 16.
-func pairOrder16(dst, src []float32) {
+// pairOrder copies src to dst with each block of bs values reordered as
+// its bs/2 even-indexed values followed by its bs/2 odd-indexed ones;
+// len(src) is a multiple of bs.
+func pairOrder(dst, src []float32, bs int) {
 	dst = dst[:len(src)]
-	for c := 0; c+16 <= len(src); c += 16 {
-		s := (*[16]float32)(src[c:])
-		d := (*[16]float32)(dst[c:])
-		for j := 0; j < 8; j++ {
+	h := bs / 2
+	for c := 0; c+bs <= len(src); c += bs {
+		s, d := src[c:c+bs], dst[c:c+bs]
+		for j := range h {
 			d[j] = s[2*j]
-			d[8+j] = s[2*j+1]
+			d[h+j] = s[2*j+1]
 		}
 	}
 }

@@ -51,17 +51,41 @@ func hgemvF16AVX2M2(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *f
 //go:noescape
 func hgemvF16AVX2M3(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
 
+//go:noescape
+func hgemvBF16AVX512M1(n, k32 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
+
+//go:noescape
+func hgemvBF16AVX512M2(n, k32 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
+
+//go:noescape
+func hgemvBF16AVX512M3(n, k32 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
+
+//go:noescape
+func hgemvBF16AVX512M4(n, k32 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
+
+//go:noescape
+func hgemvF16AVX512M1(n, k32 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
+
+//go:noescape
+func hgemvF16AVX512M2(n, k32 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
+
+//go:noescape
+func hgemvF16AVX512M3(n, k32 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
+
+//go:noescape
+func hgemvF16AVX512M4(n, k32 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
+
 // hasHalfAVX2 reports whether the CPU has the AVX2, FMA and F16C
 // instructions of half_gemm_amd64.s.
 var hasHalfAVX2 = hasAVX2 && cpu.X86.HasF16C
 
 // The AVX-512 path runs Gemm's AVX-512 micro-kernel on panels packed by the
-// AVX2 packers (32-column panels are four 8-column blocks); widening and the
-// matrix-vector kernel are the AVX2 ones, which reach the memory bandwidth
-// that bounds them.
+// AVX2 packers (32-column panels are four 8-column blocks) and has its own
+// matrix-vector kernel, which streams the weights one row at a time;
+// widening is the AVX2 kernel's, which reaches the bandwidth that bounds it.
 var (
-	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPairBF16: true, widen: widenAVX2}
-	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, kernBF16: kernelAVX2BF16, packBF16: packPairsAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPairBF16: true, widen: widenAVX2}
+	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX512, gemvR: 1, gemvM: 4, gemvK: 32, gemvPair: 32, widen: widenAVX2}
+	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, kernBF16: kernelAVX2BF16, packBF16: packPairsAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPair: 16, widen: widenAVX2}
 )
 
 // halfPaths lists the GemmHalf implementations of this build, fastest
@@ -166,35 +190,38 @@ func packPairsAVX2(dst []uint16, transB bool, b []uint16, ldb, p0, j0, kb, nb in
 	}
 }
 
-// gemvHalfAVX2 is the matrix-vector kernel of halfPath: nb blocks of 4
-// rows of w by mx ≤ 3 rows of x, k a multiple of 16, x in pair order for
-// bfloat16. The checks below bound what the kernel reads and writes.
-func gemvHalfAVX2(mx, nb, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32, ldo int) {
-	if nb == 0 {
-		return
-	}
-	_ = x[(mx-1)*ldx+k-1]
-	_ = w[(4*nb-1)*ldw+k-1]
-	_ = dst[(mx-1)*ldo+4*nb-1]
-	k16 := k / 16
-	xp, wp, dp := &x[0], &w[0], &dst[0]
-	if f == BF16 {
-		switch mx {
-		case 1:
-			hgemvBF16AVX2M1(nb, k16, xp, ldx, wp, ldw, dp, ldo)
-		case 2:
-			hgemvBF16AVX2M2(nb, k16, xp, ldx, wp, ldw, dp, ldo)
-		default:
-			hgemvBF16AVX2M3(nb, k16, xp, ldx, wp, ldw, dp, ldo)
+// hgemvKernel is the signature of the matrix-vector kernels: rows blocks of
+// rows of w by the rows of x the kernel is named for, over steps blocks of
+// values.
+type hgemvKernel func(rows, steps int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
+
+// gemvHalfAsm makes a halfPath's gemv from assembly kernels: bf16[M-1] and
+// f16[M-1] take M rows of x, blocks of R rows of w and steps of K values.
+// The checks bound what the kernels read and write.
+func gemvHalfAsm(bf16, f16 []hgemvKernel, R, K int) func(mx, nb, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32, ldo int) {
+	return func(mx, nb, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32, ldo int) {
+		if nb == 0 {
+			return
 		}
-		return
-	}
-	switch mx {
-	case 1:
-		hgemvF16AVX2M1(nb, k16, xp, ldx, wp, ldw, dp, ldo)
-	case 2:
-		hgemvF16AVX2M2(nb, k16, xp, ldx, wp, ldw, dp, ldo)
-	default:
-		hgemvF16AVX2M3(nb, k16, xp, ldx, wp, ldw, dp, ldo)
+		_ = x[(mx-1)*ldx+k-1]
+		_ = w[(R*nb-1)*ldw+k-1]
+		_ = dst[(mx-1)*ldo+R*nb-1]
+		kern := f16
+		if f == BF16 {
+			kern = bf16
+		}
+		kern[mx-1](nb, k/K, &x[0], ldx, &w[0], ldw, &dst[0], ldo)
 	}
 }
+
+// gemvHalfAVX2 is halfAVX2's: blocks of 4 rows of w by mx ≤ 3 rows of x, k
+// a multiple of 16, x in pair order (blocks of 16) for bfloat16.
+var gemvHalfAVX2 = gemvHalfAsm(
+	[]hgemvKernel{hgemvBF16AVX2M1, hgemvBF16AVX2M2, hgemvBF16AVX2M3},
+	[]hgemvKernel{hgemvF16AVX2M1, hgemvF16AVX2M2, hgemvF16AVX2M3}, 4, 16)
+
+// gemvHalfAVX512 is halfAVX512's: single rows of w by mx ≤ 4 rows of x, k
+// a multiple of 32, x in pair order (blocks of 32) for bfloat16.
+var gemvHalfAVX512 = gemvHalfAsm(
+	[]hgemvKernel{hgemvBF16AVX512M1, hgemvBF16AVX512M2, hgemvBF16AVX512M3, hgemvBF16AVX512M4},
+	[]hgemvKernel{hgemvF16AVX512M1, hgemvF16AVX512M2, hgemvF16AVX512M3, hgemvF16AVX512M4}, 1, 32)

@@ -502,3 +502,31 @@ func TestPackPairs(t *testing.T) {
 		}
 	})
 }
+
+// TestGemvHalfRowsIndependent: on the matrix-vector route a row of C is the
+// same bits whether its row of A is multiplied alone or among up to
+// HalfGEMVRows others, on one thread or three, so that batching
+// decoding requests together never changes what any of them generates.
+func TestGemvHalfRowsIndependent(t *testing.T) {
+	forEachHalfPath(t, func(t *testing.T, hp *halfPath) {
+		for _, f := range []Half{BF16, F16} {
+			for _, s := range []struct{ n, k int }{{37, 96}, {300, 896}, {64, 100}, {1100, 640}} {
+				r := rand.New(rand.NewPCG(uint64(s.n), uint64(s.k)))
+				g := newHalfCase(r, f, true, HalfGEMVRows, s.n, s.k, 0, 0, 0, 1, 0)
+				all := make([]float32, HalfGEMVRows*s.n)
+				gemvHalfParallel(hp, 3, HalfGEMVRows, s.n, s.k, 1, g.a, g.lda, g.b, g.ldb, f, 0, all, s.n)
+				for m := 1; m <= HalfGEMVRows; m++ {
+					for i0 := 0; i0+m <= HalfGEMVRows; i0 += m {
+						got := make([]float32, m*s.n)
+						gemvHalfParallel(hp, 1, m, s.n, s.k, 1, g.a[i0*g.lda:], g.lda, g.b, g.ldb, f, 0, got, s.n)
+						for i := range got {
+							if math.Float32bits(got[i]) != math.Float32bits(all[i0*s.n+i]) {
+								t.Fatalf("%v %dx%d: row %d of %d rows from %d: C[%d] = %v, alone among %d rows %v", f, s.n, s.k, i0+i/s.n, m, i0, i%s.n, got[i], HalfGEMVRows, all[i0*s.n+i])
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
