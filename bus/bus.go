@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -79,7 +80,24 @@ type Cluster struct {
 	// Size is the number of nodes, so that streams get one copy per node
 	// (at most 3, JetStream's usual replication factor). Zero: len(Routes)+1.
 	Size int
+	// Secret is the route secret, the same on every node: the node
+	// accepts a route only from a server that gives it (as user RouteUser
+	// with this password), and gives it on the routes it opens, so Routes
+	// carry no credentials. Empty: any server that reaches Listen may join
+	// (see CheckClusterListen). Never logged. Routes are not encrypted:
+	// keep Listen on a private network.
+	Secret string
 }
+
+// RouteUser is the user name under which a clustered embedded server gives
+// Cluster.Secret on its routes and expects it on the routes it accepts. A
+// stock nats-server joins such a cluster with
+// cluster { authorization { user: troupe, password: SECRET } }.
+const RouteUser = "troupe"
+
+// bcryptHash is how nats-server recognizes a bcrypt hash in place of a
+// password (server/auth.go's validBcryptPrefix).
+var bcryptHash = regexp.MustCompile(`^\$2[abxy]\$\d{2}\$`)
 
 // Bus is a connection to NATS with JetStream, and the embedded server when
 // there is one. Close it when done.
@@ -240,10 +258,32 @@ func startServer(cfg Config, log *slog.Logger) (srv *server.Server, self []nats.
 			return nil, nil, fmt.Errorf("bus: cluster listen address %q: %w", c.Listen, err)
 		}
 		o.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port}
+		if c.Secret != "" {
+			// nats-server would take a secret shaped like a bcrypt hash
+			// for one and compare the plain secret other nodes give
+			// against it: no route would ever be accepted.
+			if bcryptHash.MatchString(c.Secret) {
+				return nil, nil, errors.New("bus: the cluster's route secret looks like a bcrypt hash: every node gives the secret itself, so give the secret, not its hash")
+			}
+			// nats-server requires route authentication when the cluster
+			// has a user, and gives these credentials on the routes that
+			// gossip makes it open to nodes that Routes do not name.
+			o.Cluster.Username, o.Cluster.Password = RouteUser, c.Secret
+		}
 		for _, r := range c.Routes {
 			u, err := url.Parse(r)
 			if err != nil || u.Host == "" {
 				return nil, nil, fmt.Errorf("bus: route %q is not a URL like nats://host:6222", Redact(r))
+			}
+			if u.User != nil {
+				// A secret on the command line is in ps's output: it
+				// comes from Cluster.Secret, the same for every route.
+				return nil, nil, fmt.Errorf("bus: route %q carries credentials: routes take the cluster's route secret (Cluster.Secret) instead", Redact(r))
+			}
+			if c.Secret != "" {
+				// nats-server gives a route it opens the credentials of
+				// its URL.
+				u.User = url.UserPassword(RouteUser, c.Secret)
 			}
 			o.Routes = append(o.Routes, u)
 		}

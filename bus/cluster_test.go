@@ -78,8 +78,9 @@ type testCluster struct {
 
 // newTestCluster starts n clustered embedded servers on loopback. They are
 // opened together: a clustered Open waits for JetStream's meta leader, which
-// needs a majority of the nodes up.
-func newTestCluster(t *testing.T, n int) *testCluster {
+// needs a majority of the nodes up. Each adjust changes every node's
+// configuration before it opens.
+func newTestCluster(t *testing.T, n int, adjust ...func(i int, cfg *Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, cfgs: make([]Config, n), nodes: make([]*Bus, n), log: &syncBuffer{}}
 	ports := freeLoopbackPorts(t, n)
@@ -99,6 +100,9 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 			Cluster: &Cluster{Name: "troupe-test", Listen: "127.0.0.1:" + strconv.Itoa(ports[i]), Routes: routes},
 			Logger: slog.New(slog.NewTextHandler(c.log, &slog.HandlerOptions{Level: slog.LevelWarn})).
 				With("node", i),
+		}
+		for _, f := range adjust {
+			f(i, &c.cfgs[i])
 		}
 	}
 	t.Cleanup(func() {

@@ -49,6 +49,16 @@
 // in-process, as an NKey user it makes for itself and that the server
 // accepts in-process only.
 //
+// A cluster's routes bypass the client listener's users and roles: a route
+// is a peer server, which sees every message and whose messages count as
+// the cluster's own. Cluster.Secret, the same on every node, authenticates
+// them: a node accepts a route only from a server that gives the secret
+// (as user RouteUser), and gives it on the routes it opens, so route URLs
+// carry no credentials (Open refuses ones that do). Config.CheckClusterListen
+// refuses a route listener beyond loopback without a secret (troupe nats
+// runs it: --cluster-token-file). Routes are not encrypted, the secret
+// included: keep them on a private network.
+//
 // The roles (RolePermissions) follow what a swarm does on NATS:
 //
 //   - rollout (a front-end): publish episodes on troupe.episodes.> and

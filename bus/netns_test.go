@@ -36,6 +36,9 @@ const (
 	// The nodes listen beyond loopback, so they take a token (troupe nats
 	// refuses otherwise); the clients give it from EnvToken.
 	netnsToken = "netns-cluster-token"
+	// Their routes listen beyond loopback too, so the nodes share a route
+	// secret, which no log may show.
+	netnsRouteSecret = "netns-route-secret"
 )
 
 // TestMain lets the netns test run this test binary, re-executed inside a
@@ -398,7 +401,8 @@ func (cl *netnsClient) snapshot() (map[string]uint64, []string) {
 // writes must all be refused while the majority's go on; then it restores
 // the link. At the end every acknowledged message must be stored exactly
 // once, under the sequence its acknowledgement named, read back with node 3
-// leading.
+// leading. The nodes authenticate their routes with a shared secret, which
+// no node's log may show.
 func TestNetnsCluster(t *testing.T) {
 	if os.Getenv(netnsEnv) != "1" {
 		t.Skip("set " + netnsEnv + "=1 to run the network-namespace cluster test (needs root and iproute2)")
@@ -427,6 +431,10 @@ func TestNetnsCluster(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(netnsToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	routeSecretFile := filepath.Join(t.TempDir(), "route-secret")
+	if err := os.WriteFile(routeSecretFile, []byte(netnsRouteSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for i := 1; i <= 3; i++ {
 		var routes []string
 		for j := 1; j <= 3; j++ {
@@ -438,7 +446,7 @@ func TestNetnsCluster(t *testing.T) {
 		c.nodes = append(c.nodes, &netnsNode{name: name, args: []string{
 			"nats", "--name", name, "--listen", nw.addr(i) + ":4222", "--data-dir", t.TempDir(),
 			"--cluster", "troupe-netns", "--cluster-listen", nw.addr(i) + ":6222", "--routes", strings.Join(routes, ","),
-			"--token-file", tokenFile, "--log-level", "warn",
+			"--token-file", tokenFile, "--cluster-token-file", routeSecretFile, "--log-level", "warn",
 		}})
 	}
 	t.Cleanup(func() {
@@ -544,6 +552,9 @@ func TestNetnsCluster(t *testing.T) {
 	}
 	for _, err := range checkExactlyOnce(stored, acked, unacked) {
 		t.Error(err)
+	}
+	if strings.Contains(c.log.tail(1<<30), netnsRouteSecret) {
+		t.Error("a node's log shows the route secret")
 	}
 	t.Logf("%d acknowledged writes (%d failed attempts retried), %d stored, read back through n3; total %v",
 		len(acked), retried, len(stored), time.Since(start).Round(time.Millisecond))

@@ -305,24 +305,54 @@ func applyServerAuth(o *server.Options, a *ServerAuth, t *ServerTLS) ([]nats.Opt
 // clients beyond loopback without authenticating them: users or a token
 // (ServerAuth), or client certificates (ServerTLS.ClientCAFile). Anyone
 // who reaches such a server could publish episodes that train the model,
-// or delete its streams. No listener, or a loopback one, passes.
+// or delete its streams. No listener, or a loopback one, passes. The
+// cluster's route listener has a check of its own, CheckClusterListen.
 func (c Config) CheckListen() error {
 	if c.Listen == "" || c.ServerAuth != nil || (c.ServerTLS != nil && c.ServerTLS.ClientCAFile != "") {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(c.Listen)
+	h, err := beyondLoopback(c.Listen)
+	if err != nil || h == "" {
+		return err
+	}
+	return fmt.Errorf("bus: refusing to accept NATS clients on %s without authentication (users, a token or client certificates): anyone who reaches it could publish episodes that train the model, or delete its streams", h)
+}
+
+// CheckClusterListen refuses a clustered server whose route listener is
+// beyond loopback without a route secret (Cluster.Secret). A route is a
+// peer server: it sees every message and its messages are delivered as
+// the cluster's own, whatever the client listener's users may do, so
+// anyone who could open a route could read and inject episodes. No
+// cluster, or a loopback route listener, passes (Open refuses a cluster
+// without a listener).
+func (c Config) CheckClusterListen() error {
+	if c.Cluster == nil || c.Cluster.Secret != "" || c.Cluster.Listen == "" {
+		return nil
+	}
+	h, err := beyondLoopback(c.Cluster.Listen)
+	if err != nil || h == "" {
+		return err
+	}
+	return fmt.Errorf("bus: refusing to accept cluster routes on %s without a route secret: anyone who reaches it could join the cluster, read every episode and inject its own", h)
+}
+
+// beyondLoopback names the host of a listen address that is reachable from
+// other machines ("all interfaces" for an empty one), or returns "" for a
+// loopback address.
+func beyondLoopback(listen string) (string, error) {
+	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
-		return fmt.Errorf("bus: listen address %q: %w", c.Listen, err)
+		return "", fmt.Errorf("bus: listen address %q: %w", listen, err)
 	}
 	h := strings.Trim(host, "[]")
 	if h == "localhost" {
-		return nil
+		return "", nil
 	}
 	if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
-		return nil
+		return "", nil
 	}
 	if h == "" {
 		h = "all interfaces"
 	}
-	return fmt.Errorf("bus: refusing to accept NATS clients on %s without authentication (users, a token or client certificates): anyone who reaches it could publish episodes that train the model, or delete its streams", h)
+	return h, nil
 }

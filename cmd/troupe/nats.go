@@ -26,9 +26,10 @@ func natsCmd(fs *flag.FlagSet) func(cmdIO, []string) error {
 	listen := fs.String("listen", "127.0.0.1:4222", "client address (host:port)")
 	dataDir := fs.String("data-dir", "", "JetStream store directory (required)")
 	name := fs.String("name", "", "server name (default: troupe-nats-<port>)")
-	cluster := fs.String("cluster", "", "cluster name; with it, --cluster-listen and --routes make this server one node of a cluster")
+	cluster := fs.String("cluster", "", "cluster name; with it, --cluster-listen, --routes and --cluster-token-file make this server one node of a cluster")
 	clusterListen := fs.String("cluster-listen", "", "route address of this node (host:port)")
-	routes := fs.String("routes", "", "the other nodes' route URLs, comma-separated (nats://host:6222,...)")
+	routes := fs.String("routes", "", "the other nodes' route URLs, comma-separated (nats://host:6222,...), without credentials")
+	clusterTokenFile := fs.String("cluster-token-file", "", "file holding the route secret, the same on every node: routes are accepted only from nodes that give it (required with a --cluster-listen beyond loopback; routes are not encrypted, so keep them on a private network)")
 	syncAlways := fs.Bool("sync-always", false, "fsync every stored message (survives power loss; slower)")
 	authFile := fs.String("auth-file", "", `JSON file of the users and their roles: {"users": [{"user": "U", "password": "P or a bcrypt hash", "role": "R"}, {"nkey": "U... public key", "role": "R"}]}, R one of rollout, train, read, admin (see package bus)`)
 	tokenFile := fs.String("token-file", "", "file holding one token that every client gives, with the admin role (instead of --auth-file)")
@@ -38,7 +39,7 @@ func natsCmd(fs *flag.FlagSet) func(cmdIO, []string) error {
 	logger := logFlags(fs)
 	return func(cio cmdIO, _ []string) error {
 		o := natsOptions{listen: *listen, dataDir: *dataDir, name: *name, cluster: *cluster, clusterListen: *clusterListen, routes: *routes,
-			syncAlways: *syncAlways, authFile: *authFile, tokenFile: *tokenFile, tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA}
+			clusterTokenFile: *clusterTokenFile, syncAlways: *syncAlways, authFile: *authFile, tokenFile: *tokenFile, tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA}
 		return o.run(cio, logger)
 	}
 }
@@ -46,6 +47,7 @@ func natsCmd(fs *flag.FlagSet) func(cmdIO, []string) error {
 // natsOptions are the flags of troupe nats.
 type natsOptions struct {
 	listen, dataDir, name, cluster, clusterListen, routes string
+	clusterTokenFile                                      string
 	syncAlways                                            bool
 	authFile, tokenFile, tlsCert, tlsKey, tlsCA           string
 }
@@ -99,7 +101,17 @@ func (o natsOptions) run(cio cmdIO, logger func(io.Writer) (*slog.Logger, error)
 				c.Routes = append(c.Routes, r)
 			}
 		}
+		if o.clusterTokenFile != "" {
+			if c.Secret, err = bus.ReadSecretFile(o.clusterTokenFile); err != nil {
+				return fmt.Errorf("nats: --cluster-token-file: %w", err)
+			}
+		}
 		cfg.Cluster = c
+	} else if o.clusterTokenFile != "" || *clusterListen != "" || *routes != "" {
+		return errors.New("nats: --cluster-listen, --routes and --cluster-token-file need --cluster NAME")
+	}
+	if err := cfg.CheckClusterListen(); err != nil {
+		return fmt.Errorf("nats: %w; add --cluster-token-file FILE (a route secret, the same on every node), or listen for routes on 127.0.0.1", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	b, err := bus.Open(ctx, cfg)
@@ -108,7 +120,7 @@ func (o natsOptions) run(cio cmdIO, logger func(io.Writer) (*slog.Logger, error)
 		return fmt.Errorf("nats: %w", err)
 	}
 	defer b.Close()
-	log.Info("nats listening", "url", bus.Redact(b.ClientURL()), "store", *dataDir, "cluster", *cluster, "auth", authMode(cfg))
+	log.Info("nats listening", "url", bus.Redact(b.ClientURL()), "store", *dataDir, "cluster", *cluster, "auth", authMode(cfg), "route_auth", routeAuthMode(cfg))
 	// The URL on stdout lets a script that asked for port 0 find the port.
 	fmt.Fprintln(stdout, b.ClientURL())
 	sig := make(chan os.Signal, 1)
@@ -134,6 +146,18 @@ func authMode(cfg bus.Config) string {
 		mode += ", tls"
 	}
 	return mode
+}
+
+// routeAuthMode names how a cluster node authenticates routes, for its log:
+// never the secret itself.
+func routeAuthMode(cfg bus.Config) string {
+	switch c := cfg.Cluster; {
+	case c == nil:
+		return "no cluster"
+	case c.Secret != "":
+		return "secret"
+	}
+	return "none"
 }
 
 // frontendsCmd lists the registry: every swarm server on a NATS, as JSON

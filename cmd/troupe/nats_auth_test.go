@@ -25,9 +25,18 @@ import (
 	"github.com/troupe-ml/troupe/swarm/weightstore"
 )
 
-// TestNATSRefusesOpenListener: troupe nats will not accept clients beyond
-// loopback without authentication, and says how to add it.
+// TestNATSRefusesOpenListener: troupe nats will not accept clients, or a
+// cluster's routes, beyond loopback without authentication, and says how
+// to add it; client authentication does not stand in for the route secret.
 func TestNATSRefusesOpenListener(t *testing.T) {
+	dir := t.TempDir()
+	emptyFile, tokenFile := filepath.Join(dir, "empty"), filepath.Join(dir, "token")
+	if err := os.WriteFile(emptyFile, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte("client-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want []string
@@ -36,6 +45,11 @@ func TestNATSRefusesOpenListener(t *testing.T) {
 		{[]string{"--listen", ":0", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, []string{"refusing"}},
 		{[]string{"--listen", "0.0.0.0:0", "--auth-file", "a.json", "--token-file", "t"}, []string{"give one"}},
 		{[]string{"--tls-cert", "c.pem"}, []string{"--tls-key"}},
+		{[]string{"--cluster", "c", "--cluster-listen", "0.0.0.0:0"}, []string{"refusing", "cluster routes", "0.0.0.0", "route secret", "--cluster-token-file"}},
+		{[]string{"--listen", "0.0.0.0:0", "--token-file", tokenFile, "--cluster", "c", "--cluster-listen", ":6222"}, []string{"refusing", "cluster routes", "--cluster-token-file"}},
+		{[]string{"--cluster", "c", "--cluster-listen", ":6222", "--routes", "nats://10.0.0.2:6222"}, []string{"refusing", "all interfaces", "--cluster-token-file"}},
+		{[]string{"--cluster", "c", "--cluster-listen", "10.0.0.1:6222", "--cluster-token-file", emptyFile}, []string{"--cluster-token-file", "empty"}},
+		{[]string{"--cluster-listen", "127.0.0.1:6222", "--cluster-token-file", emptyFile}, []string{"need --cluster"}},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"nats", "--data-dir", t.TempDir()}, c.args...)
