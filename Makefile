@@ -75,7 +75,7 @@ ptx:
 # (cuda's TestPTXFresh; it says why when it skips).
 check-generated:
 	@set -e; d=$$(mktemp -d); trap 'rm -rf $$d' EXIT; \
-	for g in gemm half_gemm; do \
+	for g in gemm half_gemm vexp; do \
 		(cd tensor && $(GO) run $${g}_asm_gen.go) >$$d/$${g}_amd64.s; \
 		cmp -s $$d/$${g}_amd64.s tensor/$${g}_amd64.s || { echo "tensor/$${g}_amd64.s is stale: run go generate ./tensor and commit"; exit 1; }; \
 	done; \

@@ -119,12 +119,19 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
+// ObjectHeader opens every completion object and chunk: its id, its type
+// ("chat.completion", "chat.completion.chunk" or "text_completion"), when
+// it was made (Unix seconds) and by which model.
+type ObjectHeader struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+}
+
 // ChatResponse is a chat.completion object.
 type ChatResponse struct {
-	ID                string   `json:"id"`
-	Object            string   `json:"object"`
-	Created           int64    `json:"created"`
-	Model             string   `json:"model"`
+	ObjectHeader
 	Choices           []Choice `json:"choices"`
 	Usage             *Usage   `json:"usage,omitempty"`
 	SystemFingerprint string   `json:"system_fingerprint"`
@@ -147,10 +154,7 @@ type ChunkChoice struct {
 
 // ChatChunk is a chat.completion.chunk object.
 type ChatChunk struct {
-	ID                string        `json:"id"`
-	Object            string        `json:"object"`
-	Created           int64         `json:"created"`
-	Model             string        `json:"model"`
+	ObjectHeader
 	SystemFingerprint string        `json:"system_fingerprint"`
 	Choices           []ChunkChoice `json:"choices"`
 	Usage             *Usage        `json:"usage,omitempty"`
@@ -218,10 +222,7 @@ type CompletionChoice struct {
 // CompletionResponse is a text_completion object (and, streamed, each of
 // its chunks).
 type CompletionResponse struct {
-	ID                string             `json:"id"`
-	Object            string             `json:"object"`
-	Created           int64              `json:"created"`
-	Model             string             `json:"model"`
+	ObjectHeader
 	Choices           []CompletionChoice `json:"choices"`
 	Usage             *Usage             `json:"usage,omitempty"`
 	SystemFingerprint string             `json:"system_fingerprint"`

@@ -693,7 +693,7 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request, resolve func(mode
 			choices[i].LogProbs = logprobsObject(c.Model, g, 0, len(g.Tokens))
 		}
 	}
-	httpx.WriteJSON(w, http.StatusOK, api.ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: c.Name,
+	httpx.WriteJSON(w, http.StatusOK, api.ChatResponse{ObjectHeader: api.ObjectHeader{ID: id, Object: "chat.completion", Created: created, Model: c.Name},
 		Choices: choices, Usage: usage, SystemFingerprint: fingerprint(version)})
 }
 

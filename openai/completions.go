@@ -195,7 +195,7 @@ func (h *Handler) completion(w http.ResponseWriter, r *http.Request, req *comple
 		return nil
 	}
 	version := int64(0)
-	resp := api.CompletionResponse{ID: id, Object: "text_completion", Created: f.created, Model: c.Name, Usage: usage}
+	resp := api.CompletionResponse{ObjectHeader: api.ObjectHeader{ID: id, Object: "text_completion", Created: f.created, Model: c.Name}, Usage: usage}
 	for i, g := range gens {
 		version = g.Version
 		text, truncated := stopContent(tokenText(c.Model, g.Tokens), p.stop)
@@ -250,7 +250,7 @@ func (f *completionFormat) logprobsOf(g *textgen.Generation, from, to, offset in
 }
 
 func (f *completionFormat) chunk(fp string, ch ...api.CompletionChoice) api.CompletionResponse {
-	return api.CompletionResponse{ID: f.id, Object: "text_completion", Created: f.created, Model: f.model, SystemFingerprint: fp, Choices: ch}
+	return api.CompletionResponse{ObjectHeader: api.ObjectHeader{ID: f.id, Object: "text_completion", Created: f.created, Model: f.model}, SystemFingerprint: fp, Choices: ch}
 }
 
 func (f *completionFormat) open(string, int) any { return nil }

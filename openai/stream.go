@@ -397,7 +397,7 @@ type chatFormat struct {
 }
 
 func (f *chatFormat) chunk(fp string, ch ...api.ChunkChoice) api.ChatChunk {
-	return api.ChatChunk{ID: f.id, Object: "chat.completion.chunk", Created: f.created, Model: f.model,
+	return api.ChatChunk{ObjectHeader: api.ObjectHeader{ID: f.id, Object: "chat.completion.chunk", Created: f.created, Model: f.model},
 		SystemFingerprint: fp, Choices: ch}
 }
 

@@ -8,9 +8,35 @@ import (
 	"github.com/troupe-ml/troupe/rl/internal/stats"
 )
 
+// KLPenalty keeps GRPO and PPO near a frozen reference policy: with Ref
+// set, the k3 estimate of KL(π‖π_ref) is reported and, scaled by KLCoef,
+// added to the loss (see GRPO).
+type KLPenalty struct {
+	// Ref is the frozen reference policy (nil: no penalty).
+	Ref Policy
+	// KLCoef is the β of the penalty (the GRPO paper uses 0.04).
+	KLCoef float64
+}
+
+// set gives sp the penalty's coefficient and the reference's log-probs of
+// samples.
+func (k KLPenalty) set(sp *pgSpec, samples []Sample) error {
+	sp.klCoef = k.KLCoef
+	if k.Ref == nil {
+		return nil
+	}
+	ref, err := k.Ref.LogProbs(samples)
+	if err != nil {
+		return fmt.Errorf("rl: reference log-probs: %w", err)
+	}
+	sp.ref = ref
+	return nil
+}
+
 // GRPOConfig configures Group Relative Policy Optimization.
 type GRPOConfig struct {
 	Schedule
+	KLPenalty
 	// EntropyCoef c adds an entropy bonus estimated from the sampled
 	// actions: the per-token term (c/2)(log π(a) − b)², b the batch mean of
 	// the behaviour log-probs, has gradient c(log π(a) − b)∇log π(a), an
@@ -63,11 +89,6 @@ type GRPOConfig struct {
 	// Within a group whose samples share one prompt, centering would
 	// cancel such a baseline.
 	NoCenter bool
-	// Ref is a frozen reference policy; when set, the k3 estimate of
-	// KL(π‖π_ref) is reported and, scaled by KLCoef, added to the loss.
-	Ref Policy
-	// KLCoef is the β of the KL penalty (the paper uses 0.04).
-	KLCoef float64
 	// Aggregation of the token terms (default SeqMean, as in the paper).
 	Aggregation Aggregation
 }
@@ -168,17 +189,12 @@ func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
 	st.Staleness = pr.stale
 	rewardStats(&st, pr.samples, adv)
 	sp := &pgSpec{
-		obj: clippedSurrogate, adv: broadcast(pr.samples, adv), old: pr.old,
+		obj: clippedSurrogate, adv: broadcast(pr.samples, adv), old: pr.old, agg: g.cfg.Aggregation,
 		clipLow: g.cfg.ClipEps, clipHigh: g.cfg.ClipEpsHigh, truncIS: g.cfg.MaxImportanceWeight,
-		klCoef: g.cfg.KLCoef, agg: g.cfg.Aggregation,
 	}
 	sp.withEntropy(g.cfg.EntropyCoef)
-	if g.cfg.Ref != nil {
-		ref, err := g.cfg.Ref.LogProbs(pr.samples)
-		if err != nil {
-			return st, fmt.Errorf("rl: reference log-probs: %w", err)
-		}
-		sp.ref = ref
+	if err := g.cfg.KLPenalty.set(sp, pr.samples); err != nil {
+		return st, err
 	}
 	err = run(p, pr, sp, g.cfg.Schedule, &st)
 	return st, err
@@ -202,13 +218,8 @@ func sortedCopy(x []int) []int {
 // PPOConfig configures Proximal Policy Optimization with a value head.
 type PPOConfig struct {
 	Schedule
-	// EntropyCoef c adds an entropy bonus estimated from the sampled
-	// actions: the per-token term (c/2)(log π(a) − b)², b the batch mean of
-	// the behaviour log-probs, has gradient c(log π(a) − b)∇log π(a), an
-	// unbiased on-policy estimate of −c∇H(π) (the score-function form of
-	// the entropy bonus of Mnih et al. 2016 / Schulman et al. 2017). It
-	// keeps policies from collapsing onto a wrong action before it is
-	// explored (0: off).
+	KLPenalty
+	// EntropyCoef adds the entropy bonus of GRPOConfig.EntropyCoef (0: off).
 	EntropyCoef float64
 	// ClipEps is the clip range of the importance ratio (default 0.2).
 	ClipEps float64
@@ -223,9 +234,6 @@ type PPOConfig struct {
 	// NoAdvNorm disables normalising the advantages of the batch to zero
 	// mean and unit std.
 	NoAdvNorm bool
-	// Ref and KLCoef add a k3 KL penalty to a frozen reference, as in GRPO.
-	Ref    Policy
-	KLCoef float64
 	// Aggregation of the token terms (default TokenMean).
 	Aggregation Aggregation
 }
@@ -338,18 +346,13 @@ func (pp *PPO) Update(p Policy, batch []Sample) (Stats, error) {
 	st.Staleness = pr.stale
 	rewardStats(&st, pr.samples, seqAdv)
 	sp := &pgSpec{
-		obj: clippedSurrogate, adv: advs, old: pr.old,
+		obj: clippedSurrogate, adv: advs, old: pr.old, agg: pp.cfg.Aggregation,
 		clipLow: pp.cfg.ClipEps, clipHigh: pp.cfg.ClipEps,
-		klCoef: pp.cfg.KLCoef, agg: pp.cfg.Aggregation,
 		returns: rets, oldValue: olds, vclip: pp.cfg.ValueClip, vcoef: pp.cfg.ValueCoef,
 	}
 	sp.withEntropy(pp.cfg.EntropyCoef)
-	if pp.cfg.Ref != nil {
-		ref, err := pp.cfg.Ref.LogProbs(pr.samples)
-		if err != nil {
-			return st, fmt.Errorf("rl: reference log-probs: %w", err)
-		}
-		sp.ref = ref
+	if err := pp.cfg.KLPenalty.set(sp, pr.samples); err != nil {
+		return st, err
 	}
 	err = run(p, pr, sp, pp.cfg.Schedule, &st)
 	return st, err
@@ -394,13 +397,7 @@ func evalValues(p Policy, samples []Sample) ([][]float32, error) {
 // REINFORCEConfig configures REINFORCE with a moving-average baseline.
 type REINFORCEConfig struct {
 	Schedule
-	// EntropyCoef c adds an entropy bonus estimated from the sampled
-	// actions: the per-token term (c/2)(log π(a) − b)², b the batch mean of
-	// the behaviour log-probs, has gradient c(log π(a) − b)∇log π(a), an
-	// unbiased on-policy estimate of −c∇H(π) (the score-function form of
-	// the entropy bonus of Mnih et al. 2016 / Schulman et al. 2017). It
-	// keeps policies from collapsing onto a wrong action before it is
-	// explored (0: off).
+	// EntropyCoef adds the entropy bonus of GRPOConfig.EntropyCoef (0: off).
 	EntropyCoef float64
 	// BaselineDecay d of the baseline b ← d·b + (1−d)·mean(r) (default 0.9).
 	BaselineDecay float64
@@ -482,13 +479,7 @@ func (r *REINFORCE) Update(p Policy, batch []Sample) (Stats, error) {
 // RLOOConfig configures REINFORCE Leave-One-Out.
 type RLOOConfig struct {
 	Schedule
-	// EntropyCoef c adds an entropy bonus estimated from the sampled
-	// actions: the per-token term (c/2)(log π(a) − b)², b the batch mean of
-	// the behaviour log-probs, has gradient c(log π(a) − b)∇log π(a), an
-	// unbiased on-policy estimate of −c∇H(π) (the score-function form of
-	// the entropy bonus of Mnih et al. 2016 / Schulman et al. 2017). It
-	// keeps policies from collapsing onto a wrong action before it is
-	// explored (0: off).
+	// EntropyCoef adds the entropy bonus of GRPOConfig.EntropyCoef (0: off).
 	EntropyCoef float64
 	// TruncIS caps the importance weight of off-policy samples (default 2).
 	TruncIS float64

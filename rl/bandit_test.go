@@ -178,7 +178,7 @@ func TestGRPOKLToReference(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 5))
 		p := policies.NewSoftmax(policies.SoftmaxConfig{In: 1, Actions: 8, LR: 0.05, Seed: 1})
 		ref := p.Clone()
-		tr := rl.NewGRPO(rl.GRPOConfig{Ref: ref, KLCoef: beta})
+		tr := rl.NewGRPO(rl.GRPOConfig{KLPenalty: rl.KLPenalty{Ref: ref, KLCoef: beta}})
 		var st rl.Stats
 		for it := 0; it < 100; it++ {
 			batch := multiArmed.collect(p, rng, it, 4, 8)

@@ -4,10 +4,13 @@ package tensor
 
 import "golang.org/x/sys/cpu"
 
-// AVX2/FMA versions of the exp-heavy loops (vexp_amd64.s), eight lanes at a
-// time, with the same algorithm and constants as Exp32. Each processes the
-// largest multiple of 8 elements; the Go wrappers finish the tail. The build
-// tag purego, or a CPU without AVX2 and FMA, selects the pure-Go loops.
+//go:generate sh -c "go run vexp_asm_gen.go > vexp_amd64.s"
+
+// AVX2/FMA versions of the exp-heavy loops (vexp_amd64.s, written by
+// vexp_asm_gen.go), eight lanes at a time, with the same algorithm and
+// constants as Exp32. Each processes the largest multiple of 8 elements; the
+// Go wrappers finish the tail. The build tag purego, or a CPU without AVX2
+// and FMA, selects the pure-Go loops.
 
 //go:noescape
 func expShiftSumAVX2(dst, src []float32, shift float32) float32

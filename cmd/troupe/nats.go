@@ -18,32 +18,6 @@ import (
 	"github.com/troupe-ml/troupe/swarm/registry"
 )
 
-// natsCmd runs "troupe nats": a NATS server with JetStream (the pinned
-// nats-server module, as troupe embeds it) as a process of its own, for
-// servers and trainers on several machines to share (--nats on their side),
-// alone or as one node of a cluster.
-func natsCmd(fs *flag.FlagSet) func(cmdIO, []string) error {
-	listen := fs.String("listen", "127.0.0.1:4222", "client address (host:port)")
-	dataDir := fs.String("data-dir", "", "JetStream store directory (required)")
-	name := fs.String("name", "", "server name (default: troupe-nats-<port>)")
-	cluster := fs.String("cluster", "", "cluster name; with it, --cluster-listen, --routes and --cluster-token-file make this server one node of a cluster")
-	clusterListen := fs.String("cluster-listen", "", "route address of this node (host:port)")
-	routes := fs.String("routes", "", "the other nodes' route URLs, comma-separated (nats://host:6222,...), without credentials")
-	clusterTokenFile := fs.String("cluster-token-file", "", "file holding the route secret, the same on every node: routes are accepted only from nodes that give it (required with a --cluster-listen beyond loopback; routes are not encrypted, so keep them on a private network)")
-	syncAlways := fs.Bool("sync-always", false, "fsync every stored message (survives power loss; slower)")
-	authFile := fs.String("auth-file", "", `JSON file of the users and their roles: {"users": [{"user": "U", "password": "P or a bcrypt hash", "role": "R"}, {"nkey": "U... public key", "role": "R"}]}, R one of rollout, train, read, admin (see package bus)`)
-	tokenFile := fs.String("token-file", "", "file holding one token that every client gives, with the admin role (instead of --auth-file)")
-	tlsCert := fs.String("tls-cert", "", "server certificate (PEM): clients must use TLS; with --tls-key")
-	tlsKey := fs.String("tls-key", "", "the server certificate's key (PEM)")
-	tlsCA := fs.String("tls-ca", "", "CA certificates (PEM): clients must present a certificate they sign")
-	logger := logFlags(fs)
-	return func(cio cmdIO, _ []string) error {
-		o := natsOptions{listen: *listen, dataDir: *dataDir, name: *name, cluster: *cluster, clusterListen: *clusterListen, routes: *routes,
-			clusterTokenFile: *clusterTokenFile, syncAlways: *syncAlways, authFile: *authFile, tokenFile: *tokenFile, tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA}
-		return o.run(cio, logger)
-	}
-}
-
 // natsOptions are the flags of troupe nats.
 type natsOptions struct {
 	listen, dataDir, name, cluster, clusterListen, routes string
@@ -52,51 +26,72 @@ type natsOptions struct {
 	authFile, tokenFile, tlsCert, tlsKey, tlsCA           string
 }
 
-func (o natsOptions) run(cio cmdIO, logger func(io.Writer) (*slog.Logger, error)) error {
+// natsCmd runs "troupe nats": a NATS server with JetStream (the pinned
+// nats-server module, as troupe embeds it) as a process of its own, for
+// servers and trainers on several machines to share (--nats on their side),
+// alone or as one node of a cluster.
+func natsCmd(fs *flag.FlagSet) func(cmdIO, []string) error {
+	o := new(natsOptions)
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:4222", "client address (host:port)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "JetStream store directory (required)")
+	fs.StringVar(&o.name, "name", "", "server name (default: troupe-nats-<port>)")
+	fs.StringVar(&o.cluster, "cluster", "", "cluster name; with it, --cluster-listen, --routes and --cluster-token-file make this server one node of a cluster")
+	fs.StringVar(&o.clusterListen, "cluster-listen", "", "route address of this node (host:port)")
+	fs.StringVar(&o.routes, "routes", "", "the other nodes' route URLs, comma-separated (nats://host:6222,...), without credentials")
+	fs.StringVar(&o.clusterTokenFile, "cluster-token-file", "", "file holding the route secret, the same on every node: routes are accepted only from nodes that give it (required with a --cluster-listen beyond loopback; routes are not encrypted, so keep them on a private network)")
+	fs.BoolVar(&o.syncAlways, "sync-always", false, "fsync every stored message (survives power loss; slower)")
+	fs.StringVar(&o.authFile, "auth-file", "", `JSON file of the users and their roles: {"users": [{"user": "U", "password": "P or a bcrypt hash", "role": "R"}, {"nkey": "U... public key", "role": "R"}]}, R one of rollout, train, read, admin (see package bus)`)
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding one token that every client gives, with the admin role (instead of --auth-file)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "server certificate (PEM): clients must use TLS; with --tls-key")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the server certificate's key (PEM)")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "CA certificates (PEM): clients must present a certificate they sign")
+	logger := logFlags(fs)
+	return func(cio cmdIO, _ []string) error { return o.run(cio, logger) }
+}
+
+func (o *natsOptions) run(cio cmdIO, logger func(io.Writer) (*slog.Logger, error)) error {
 	stdout, stderr := cio.stdout, cio.stderr
-	listen, dataDir, name, cluster, clusterListen, routes := &o.listen, &o.dataDir, &o.name, &o.cluster, &o.clusterListen, &o.routes
-	syncAlways, authFile, tokenFile, tlsCert, tlsKey, tlsCA := &o.syncAlways, &o.authFile, &o.tokenFile, &o.tlsCert, &o.tlsKey, &o.tlsCA
 	log, err := logger(stderr)
 	if err != nil {
 		return err
 	}
-	if *dataDir == "" {
+	if o.dataDir == "" {
 		fmt.Fprintln(stderr, "troupe nats: --data-dir is required")
 		return errUsage
 	}
 	// Cluster nodes on separate machines start minutes apart; each waits
 	// for a majority.
-	cfg := bus.Config{Listen: *listen, DataDir: *dataDir, Name: *name, SyncAlways: *syncAlways, Logger: log, ConnectTimeout: time.Minute}
+	cfg := bus.Config{Listen: o.listen, DataDir: o.dataDir, Name: o.name, SyncAlways: o.syncAlways, Logger: log, ConnectTimeout: time.Minute}
 	switch {
-	case *authFile != "" && *tokenFile != "":
+	case o.authFile != "" && o.tokenFile != "":
 		return errors.New("nats: --auth-file and --token-file: give one")
-	case *authFile != "":
-		if cfg.ServerAuth, err = bus.LoadAuthFile(*authFile); err != nil {
+	case o.authFile != "":
+		if cfg.ServerAuth, err = bus.LoadAuthFile(o.authFile); err != nil {
 			return fmt.Errorf("nats: %w", err)
 		}
-	case *tokenFile != "":
-		tok, err := bus.ReadSecretFile(*tokenFile)
+	case o.tokenFile != "":
+		tok, err := bus.ReadSecretFile(o.tokenFile)
 		if err != nil {
 			return fmt.Errorf("nats: --token-file: %w", err)
 		}
 		cfg.ServerAuth = &bus.ServerAuth{Token: tok}
 	}
 	switch {
-	case *tlsCert != "" && *tlsKey != "":
-		cfg.ServerTLS = &bus.ServerTLS{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsCA}
-	case *tlsCert != "" || *tlsKey != "" || *tlsCA != "":
+	case o.tlsCert != "" && o.tlsKey != "":
+		cfg.ServerTLS = &bus.ServerTLS{CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.tlsCA}
+	case o.tlsCert != "" || o.tlsKey != "" || o.tlsCA != "":
 		return errors.New("nats: TLS needs --tls-cert and --tls-key (--tls-ca adds client certificates)")
 	}
 	if err := cfg.CheckListen(); err != nil {
 		return fmt.Errorf("nats: %w; add --auth-file FILE (users and their roles), --token-file FILE (one admin token) or --tls-ca FILE with --tls-cert and --tls-key (client certificates), or listen on 127.0.0.1", err)
 	}
 	if cfg.Name == "" {
-		_, port, _ := strings.Cut(*listen, ":")
+		_, port, _ := strings.Cut(o.listen, ":")
 		cfg.Name = "troupe-nats-" + port
 	}
-	if *cluster != "" {
-		c := &bus.Cluster{Name: *cluster, Listen: *clusterListen}
-		for _, r := range strings.Split(*routes, ",") {
+	if o.cluster != "" {
+		c := &bus.Cluster{Name: o.cluster, Listen: o.clusterListen}
+		for _, r := range strings.Split(o.routes, ",") {
 			if r = strings.TrimSpace(r); r != "" {
 				c.Routes = append(c.Routes, r)
 			}
@@ -107,7 +102,7 @@ func (o natsOptions) run(cio cmdIO, logger func(io.Writer) (*slog.Logger, error)
 			}
 		}
 		cfg.Cluster = c
-	} else if o.clusterTokenFile != "" || *clusterListen != "" || *routes != "" {
+	} else if o.clusterTokenFile != "" || o.clusterListen != "" || o.routes != "" {
 		return errors.New("nats: --cluster-listen, --routes and --cluster-token-file need --cluster NAME")
 	}
 	if err := cfg.CheckClusterListen(); err != nil {
@@ -120,7 +115,7 @@ func (o natsOptions) run(cio cmdIO, logger func(io.Writer) (*slog.Logger, error)
 		return fmt.Errorf("nats: %w", err)
 	}
 	defer b.Close()
-	log.Info("nats listening", "url", bus.Redact(b.ClientURL()), "store", *dataDir, "cluster", *cluster, "auth", authMode(cfg), "route_auth", routeAuthMode(cfg))
+	log.Info("nats listening", "url", bus.Redact(b.ClientURL()), "store", o.dataDir, "cluster", o.cluster, "auth", authMode(cfg), "route_auth", routeAuthMode(cfg))
 	// The URL on stdout lets a script that asked for port 0 find the port.
 	fmt.Fprintln(stdout, b.ClientURL())
 	sig := make(chan os.Signal, 1)
@@ -146,18 +141,6 @@ func authMode(cfg bus.Config) string {
 		mode += ", tls"
 	}
 	return mode
-}
-
-// routeAuthMode names how a cluster node authenticates routes, for its log:
-// never the secret itself.
-func routeAuthMode(cfg bus.Config) string {
-	switch c := cfg.Cluster; {
-	case c == nil:
-		return "no cluster"
-	case c.Secret != "":
-		return "secret"
-	}
-	return "none"
 }
 
 // frontendsCmd lists the registry: every swarm server on a NATS, as JSON
@@ -195,4 +178,16 @@ func listFrontends(stdout, stderr io.Writer, url0, model0 string, natsAuth *bus.
 		}
 	}
 	return nil
+}
+
+// routeAuthMode names how a cluster node authenticates routes, for its log:
+// never the secret itself.
+func routeAuthMode(cfg bus.Config) string {
+	switch c := cfg.Cluster; {
+	case c == nil:
+		return "no cluster"
+	case c.Secret != "":
+		return "secret"
+	}
+	return "none"
 }

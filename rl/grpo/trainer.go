@@ -101,7 +101,7 @@ func New(cfg Config) (*Trainer, error) {
 		}
 		m.opt = nn.NewAdamW(nn.Constant(cfg.LR), 0)
 		m.pol = policies.NewLoRA(m.LoRA, m.opt, cfg.ClipNorm)
-		gc := rl.GRPOConfig{Schedule: rl.Schedule{Seed: cfg.Seed, ScoreAfter: true}, ClipEps: cfg.ClipEps, KLCoef: cfg.KLCoef}
+		gc := rl.GRPOConfig{Schedule: rl.Schedule{Seed: cfg.Seed, ScoreAfter: true}, ClipEps: cfg.ClipEps, KLPenalty: rl.KLPenalty{KLCoef: cfg.KLCoef}}
 		if cfg.KLCoef > 0 {
 			gc.Ref = policies.LoRABase{Model: cfg.Model}
 		}

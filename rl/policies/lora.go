@@ -94,7 +94,7 @@ func (p *LoRA) SetVersion(v int64) { p.version = v }
 
 // LoRABase is the frozen base model of LoRA adapters as an rl.Policy: it
 // scores actions with no adapter, the reference of a KL penalty to the
-// base (rl.GRPOConfig.Ref). ForwardBackward and Step are errors.
+// base (rl.KLPenalty.Ref). ForwardBackward and Step are errors.
 type LoRABase struct{ Model *hf.Model }
 
 // LogProbs implements rl.Policy.
