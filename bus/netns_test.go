@@ -520,7 +520,10 @@ func TestNetnsCluster(t *testing.T) {
 	// 3. Heal: node 3 catches up, and leads again to show it.
 	nw.setLink(3, true)
 	healed := time.Now()
-	pub.call(90*time.Second, "current 3")
+	// nats-server's catch-up of a rejoined node can stall and retry for a
+	// while ("Expected first catchup entry to be a snapshot"), hence the
+	// long wait.
+	pub.call(180*time.Second, "current 3")
 	t.Logf("healed: n3 current after %v", time.Since(healed).Round(time.Millisecond))
 	pub.call(30*time.Second, "stepdown n3")
 	acked := map[string]uint64{}
@@ -649,7 +652,16 @@ func runNetnsClient(in io.Reader, out io.Writer) error {
 				}
 				printf("ok %s", nc.ConnectedServerName())
 			case "dump":
+				// Reads through the node that has just been made leader
+				// can meet "JetStream system temporarily unavailable"
+				// while its meta state settles: retried (each attempt reads
+				// the whole stream, so under the command's deadline rather
+				// than retry's per-attempt one).
 				stored, err := readStream(ctx, js)
+				for err != nil && ctx.Err() == nil {
+					time.Sleep(200 * time.Millisecond)
+					stored, err = readStream(ctx, js)
+				}
 				if err != nil {
 					return err
 				}
