@@ -1,6 +1,7 @@
 package rl
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -114,28 +115,16 @@ type GRPO struct {
 
 // NewGRPO returns a GRPO trainer.
 func NewGRPO(cfg GRPOConfig) *GRPO {
-	if cfg.ClipEps == 0 {
-		cfg.ClipEps = 0.2
-	}
-	if cfg.ClipEpsHigh == 0 {
-		cfg.ClipEpsHigh = cfg.ClipEps
-	}
-	if cfg.StdEps == 0 {
-		cfg.StdEps = 1e-4
-	}
-	if cfg.Aggregation == DefaultAggregation {
-		cfg.Aggregation = SeqMean
-	}
+	cfg.ClipEps = cmp.Or(cfg.ClipEps, 0.2)
+	cfg.ClipEpsHigh = cmp.Or(cfg.ClipEpsHigh, cfg.ClipEps)
+	cfg.StdEps = cmp.Or(cfg.StdEps, 1e-4)
+	cfg.Aggregation = cmp.Or(cfg.Aggregation, SeqMean)
 	return &GRPO{cfg: cfg}
 }
 
 // Update implements Trainer.
 func (g *GRPO) Update(p Policy, batch []Sample) (Stats, error) {
-	var st Stats
-	pr, err := prepare(p, batch, g.cfg.MaxStaleness)
-	if pr != nil {
-		st.Dropped = pr.dropped
-	}
+	pr, st, err := prepareStats(p, batch, g.cfg.MaxStaleness)
 	if err != nil {
 		return st, err
 	}
@@ -223,6 +212,8 @@ type PPOConfig struct {
 	EntropyCoef float64
 	// ClipEps is the clip range of the importance ratio (default 0.2).
 	ClipEps float64
+	// Aggregation of the token terms (default TokenMean).
+	Aggregation Aggregation
 	// Gamma is the discount (default 0.99) and Lambda the GAE λ
 	// (default 0.95). Use a tiny positive value for 0.
 	Gamma, Lambda float64
@@ -234,8 +225,6 @@ type PPOConfig struct {
 	// NoAdvNorm disables normalising the advantages of the batch to zero
 	// mean and unit std.
 	NoAdvNorm bool
-	// Aggregation of the token terms (default TokenMean).
-	Aggregation Aggregation
 }
 
 // PPO is Proximal Policy Optimization (Schulman et al. 2017, "Proximal Policy
@@ -258,27 +247,15 @@ type PPO struct {
 
 // NewPPO returns a PPO trainer.
 func NewPPO(cfg PPOConfig) *PPO {
-	if cfg.ClipEps == 0 {
-		cfg.ClipEps = 0.2
-	}
-	if cfg.Gamma == 0 {
-		cfg.Gamma = 0.99
-	}
-	if cfg.Lambda == 0 {
-		cfg.Lambda = 0.95
-	}
-	if cfg.ValueCoef == 0 {
-		cfg.ValueCoef = 0.5
-	}
-	if cfg.ValueClip == 0 {
-		cfg.ValueClip = 0.2
-	}
+	cfg.ClipEps = cmp.Or(cfg.ClipEps, 0.2)
+	cfg.Gamma = cmp.Or(cfg.Gamma, 0.99)
+	cfg.Lambda = cmp.Or(cfg.Lambda, 0.95)
+	cfg.ValueCoef = cmp.Or(cfg.ValueCoef, 0.5)
+	cfg.ValueClip = cmp.Or(cfg.ValueClip, 0.2)
 	if cfg.ValueClip < 0 {
 		cfg.ValueClip = 0
 	}
-	if cfg.Aggregation == DefaultAggregation {
-		cfg.Aggregation = TokenMean
-	}
+	cfg.Aggregation = cmp.Or(cfg.Aggregation, TokenMean)
 	return &PPO{cfg: cfg}
 }
 
@@ -301,11 +278,7 @@ func GAE(rewards, values []float64, gamma, lambda float64) (adv, ret []float64) 
 
 // Update implements Trainer.
 func (pp *PPO) Update(p Policy, batch []Sample) (Stats, error) {
-	var st Stats
-	pr, err := prepare(p, batch, pp.cfg.MaxStaleness)
-	if pr != nil {
-		st.Dropped = pr.dropped
-	}
+	pr, st, err := prepareStats(p, batch, pp.cfg.MaxStaleness)
 	if err != nil {
 		return st, err
 	}
@@ -426,15 +399,9 @@ type REINFORCE struct {
 
 // NewREINFORCE returns a REINFORCE trainer.
 func NewREINFORCE(cfg REINFORCEConfig) *REINFORCE {
-	if cfg.BaselineDecay == 0 {
-		cfg.BaselineDecay = 0.9
-	}
-	if cfg.TruncIS == 0 {
-		cfg.TruncIS = 2
-	}
-	if cfg.Aggregation == DefaultAggregation {
-		cfg.Aggregation = SeqSum
-	}
+	cfg.BaselineDecay = cmp.Or(cfg.BaselineDecay, 0.9)
+	cfg.TruncIS = cmp.Or(cfg.TruncIS, 2)
+	cfg.Aggregation = cmp.Or(cfg.Aggregation, SeqSum)
 	return &REINFORCE{cfg: cfg}
 }
 
@@ -443,11 +410,7 @@ func (r *REINFORCE) Baseline() float64 { return r.baseline }
 
 // Update implements Trainer.
 func (r *REINFORCE) Update(p Policy, batch []Sample) (Stats, error) {
-	var st Stats
-	pr, err := prepare(p, batch, r.cfg.MaxStaleness)
-	if pr != nil {
-		st.Dropped = pr.dropped
-	}
+	pr, st, err := prepareStats(p, batch, r.cfg.MaxStaleness)
 	if err != nil {
 		return st, err
 	}
@@ -503,22 +466,14 @@ type RLOO struct {
 
 // NewRLOO returns an RLOO trainer.
 func NewRLOO(cfg RLOOConfig) *RLOO {
-	if cfg.TruncIS == 0 {
-		cfg.TruncIS = 2
-	}
-	if cfg.Aggregation == DefaultAggregation {
-		cfg.Aggregation = SeqSum
-	}
+	cfg.TruncIS = cmp.Or(cfg.TruncIS, 2)
+	cfg.Aggregation = cmp.Or(cfg.Aggregation, SeqSum)
 	return &RLOO{cfg: cfg}
 }
 
 // Update implements Trainer.
 func (r *RLOO) Update(p Policy, batch []Sample) (Stats, error) {
-	var st Stats
-	pr, err := prepare(p, batch, r.cfg.MaxStaleness)
-	if pr != nil {
-		st.Dropped = pr.dropped
-	}
+	pr, st, err := prepareStats(p, batch, r.cfg.MaxStaleness)
 	if err != nil {
 		return st, err
 	}

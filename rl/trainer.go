@@ -185,6 +185,17 @@ type prepared struct {
 // (Sample.LogProbs nil) that is not marked Sample.OnPolicy.
 var ErrNoLogProbs = errors.New("no behaviour log-probs (Sample.LogProbs is nil; set Sample.OnPolicy to score the actions with the current policy instead)")
 
+// prepareStats is prepare for a trainer's Update: the Stats it starts
+// from count the samples prepare dropped, also when it fails.
+func prepareStats(p Policy, batch []Sample, maxStale int64) (*prepared, Stats, error) {
+	var st Stats
+	pr, err := prepare(p, batch, maxStale)
+	if pr != nil {
+		st.Dropped = pr.dropped
+	}
+	return pr, st, err
+}
+
 // prepare drops stale or malformed samples and fills the behaviour
 // log-probs of the samples marked OnPolicy with the current policy's.
 func prepare(p Policy, batch []Sample, maxStale int64) (*prepared, error) {
