@@ -63,8 +63,9 @@ func sigmoidAVX512(dst, src []float32)
 
 // kUseAVX512 selects the 16-lane loops for exp, softmax, GELU and sigmoid
 // (the AVX2 flag must be set too: the AVX-512 loops leave a block of 8 to the
-// AVX2 ones).
-var kUseAVX512 = kUseAVX2 && cpu.X86.HasAVX512F
+// AVX2 ones). The loops use VXORPS and VANDPS on zmm registers, which are
+// AVX512DQ instructions.
+var kUseAVX512 = kUseAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ
 
 //go:noescape
 func addAVX2(dst, a, b []float32)
