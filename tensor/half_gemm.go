@@ -470,11 +470,21 @@ func gemvHalfSerial(hp *halfPath, m, n, k int, alpha float32, a []float32, lda i
 		}
 		return
 	}
+	// With C = A·Bᵀ over a k the kernel covers, it writes C itself.
+	direct := alpha == 1 && beta == 0 && kv == k
+	if direct && m <= M {
+		// One group of rows of x reads each chunk once: no chunks.
+		chunk = n
+	}
 	run := func(j0, nb, rs int) {
 		cnt := nb * R
 		w := b[j0*ldb : (j0+cnt-1)*ldb+k]
 		for i0 := 0; i0 < m; i0 += M {
 			mx := min(M, m-i0)
+			if direct {
+				hp.gemv(mx, nb, kv, xk[i0*ldxk:i0*ldxk+(mx-1)*ldxk+kv], ldxk, w, ldb, f, c[i0*ldc+j0:], ldc)
+				continue
+			}
 			if kv > 0 {
 				hp.gemv(mx, nb, kv, xk[i0*ldxk:i0*ldxk+(mx-1)*ldxk+kv], ldxk, w, ldb, f, tmp[:], cnt)
 			} else {
