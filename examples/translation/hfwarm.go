@@ -24,10 +24,12 @@ import (
 //
 // nn/hf trains adapters, not bases, so each model starts from random
 // weights and a LoRA adapter of full rank on every projection learns the
-// warm start; Export merges it into the weights. The token embedding (tied
-// to the output) stays random: its scale, InitStd·√Hidden per row, bounds
-// how sure the model can become, so InitStd is set for a largest logit of
-// about 13.
+// warm start, with a trainable copy of the token embedding (PEFT's
+// modules_to_save, kept tied to the output): a random frozen embedding
+// left agent 3 unable to learn to copy the rough translation. Export
+// merges both into the weights. InitStd is set for a largest initial logit
+// of about 13; 0.02 (Hugging Face's default) learned the copy task more
+// slowly in a short trial (docs/experiments/2026-12-06-hf-embedding.md).
 
 // roughFile, beside an exported small model, holds agent 1's rough
 // translations of the train sentences.
@@ -106,13 +108,14 @@ func (o *options) exportHF(e *env, d *corpus.Dataset, train []task, dir string) 
 		if err != nil {
 			return err
 		}
-		ad, err := hf.NewLoRA(m, hf.LoRAConfig{Rank: c.Hidden, Alpha: float64(c.Hidden), Seed: o.Seed + uint64(i)})
+		ad, err := hf.NewLoRA(m, hf.LoRAConfig{Rank: c.Hidden, Alpha: float64(c.Hidden), Seed: o.Seed + uint64(i),
+			ModulesToSave: []string{hf.EmbedTokens}, EnsureWeightTying: true})
 		if err != nil {
 			m.Close()
 			return err
 		}
 		st := hfStepper{m, ad, nn.NewAdamW(nn.WarmupCosine(wc.LR, wc.Steps/10+1, wc.Steps, wc.LR/10), 0)}
-		logf("export-hf %s: Qwen3-shaped, hidden %d, %d layers, %d parameters, a rank-%d LoRA on every projection", role, c.Hidden, c.Layers, c.NumParams(), c.Hidden)
+		logf("export-hf %s: Qwen3-shaped, hidden %d, %d layers, %d parameters, a rank-%d LoRA on every projection and a trainable tied embedding", role, c.Hidden, c.Layers, c.NumParams(), c.Hidden)
 		var loss float64
 		if role == "small" {
 			loss, rx, err = trainSmall(wc, st, hfEncoder(tok), hfDecoder(m, tok, ad), train, d.Glossary)

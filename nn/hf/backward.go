@@ -7,10 +7,11 @@ import (
 )
 
 // backward propagates dhf, the gradient of the loss with respect to the
-// final normed hidden states of a saved forward pass, down through the
-// frozen base and adds the gradients of the adapter's matrices to their
-// Grad. The base itself receives no gradient.
-func (m *Model) backward(ad *LoRA, spans []span, save *acts, dhf []float32) {
+// final normed hidden states of a saved forward pass over toks, down
+// through the frozen base and adds the gradients of the adapter's matrices
+// (and of its embedding copy, when it has one) to their Grad. The base
+// itself receives no gradient.
+func (m *Model) backward(ad *LoRA, toks []int, spans []span, save *acts, dhf []float32) {
 	c := m.Config
 	H, QD, KVD, I := c.Hidden, c.QDim(), c.KVDim(), c.Intermediate
 	N := len(dhf) / H
@@ -55,7 +56,9 @@ func (m *Model) backward(ad *LoRA, spans []span, save *acts, dhf []float32) {
 			rmsNormBackward(sa.kpre, dk, sa.kpre, L.kNorm, sa.rstdK, N*c.KVHeads, c.HeadDim, true)
 			dq, dk = sa.qpre, sa.kpre
 		}
-		needDX := l > 0 // the embedding is frozen: layer 0's input gradient is unused
+		// Layer 0's input gradient is the embedding's, used only when the
+		// adapter trains a copy of it.
+		needDX := l > 0 || ad.embed != nil
 		m.linearBackwardMaybe(ad, l, QProj, dh, dq, sa.h1, N, sa, true, needDX)
 		m.linearBackwardMaybe(ad, l, KProj, dh, dk, sa.h1, N, sa, false, needDX)
 		m.linearBackwardMaybe(ad, l, VProj, dh, dv, sa.h1, N, sa, false, needDX)
@@ -63,6 +66,12 @@ func (m *Model) backward(ad *LoRA, spans []span, save *acts, dhf []float32) {
 			rmsNormBackward(dx, dh, sa.x, L.inNorm, sa.rstd1, N, H, false)
 		}
 		*sa = layerActs{} // free the layer's activations early
+	}
+	if ad.embed != nil {
+		g := ad.embed.Grad
+		for i, t := range toks {
+			tensor.VecAdd(g[t*H:(t+1)*H], g[t*H:(t+1)*H], dx[i*H:(i+1)*H])
+		}
 	}
 }
 

@@ -41,7 +41,10 @@
 // NewLoRA adds low-rank adapters with PEFT's options (rank, alpha, target
 // modules among q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj,
 // down_proj, rsLoRA scaling) over a shared base; several adapters, each
-// with its own optimizer, share one Model in memory. LoRA.Save and LoadLoRA
+// with its own optimizer, share one Model in memory. modules_to_save
+// (embed_tokens, lm_head, with ensure_weight_tying) gives an adapter a full
+// trainable copy of the embedding or the output projection, for a base
+// whose embedding is not trained yet. LoRA.Save and LoadLoRA
 // use PEFT's files (adapter_config.json, adapter_model.safetensors with
 // PEFT's tensor names); Model.Export merges an adapter into the weights and
 // writes a full Hugging Face directory.

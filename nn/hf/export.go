@@ -29,15 +29,21 @@ type WriteOptions struct {
 }
 
 // Export writes the model, with the adapter (may be nil) merged into its
-// weights (W + s·B·A), as a Hugging Face model directory: config.json and
-// model.safetensors. transformers and Load read it back.
+// weights (W + s·B·A, and its copies of the modules to save in place of
+// the base's), as a Hugging Face model directory: config.json and
+// model.safetensors. transformers and Load read it back. An adapter that
+// unties a tied base's embeddings (a copy of one of them) is written as
+// an untied model, with lm_head.weight and tie_word_embeddings false.
 func (m *Model) Export(dir string, ad *LoRA, opt WriteOptions) error {
 	c := m.Config
+	if ad.unties() {
+		c.Tied = false
+	}
 	named := weights{}
-	named.add("model.embed_tokens.weight", m.embed.Float32s(), c.Vocab, c.Hidden)
+	named.add("model.embed_tokens.weight", m.embedMatrix(ad).Float32s(), c.Vocab, c.Hidden)
 	named.add("model.norm.weight", m.norm, c.Hidden)
 	if !c.Tied {
-		named.add("lm_head.weight", m.head.Float32s(), c.Vocab, c.Hidden)
+		named.add("lm_head.weight", m.headMatrix(ad).Float32s(), c.Vocab, c.Hidden)
 	}
 	for l := range m.layers {
 		L := &m.layers[l]

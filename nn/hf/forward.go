@@ -83,8 +83,11 @@ func (m *Model) forward(toks []int, spans []span, save *acts) []float32 {
 	QD, KVD, I := c.QDim(), c.KVDim(), c.Intermediate
 	eps := float32(c.RMSEps)
 	x := make([]float32, N*H)
-	for i, t := range toks {
-		m.embed.Row(x[i*H:(i+1)*H], t)
+	for _, sp := range spans {
+		e := m.embedMatrix(sp.ad)
+		for i := sp.off; i < sp.off+sp.n; i++ {
+			e.Row(x[i*H:(i+1)*H], toks[i])
+		}
 	}
 	if save != nil {
 		save.layers = make([]layerActs, c.Layers)

@@ -46,6 +46,7 @@ func (d decoder) NewCache(capacity int) textgen.Cache { return newKVCache(d.m.Co
 // Step implements textgen.Decoder.
 func (d decoder) Step(batch []textgen.Input, logp []float32) error {
 	var toks, rows []int
+	var ads []*LoRA // each row's adapter
 	spans := make([]span, len(batch))
 	for i, in := range batch {
 		kc := in.Cache.(*kvCache)
@@ -54,10 +55,11 @@ func (d decoder) Step(batch []textgen.Input, logp []float32) error {
 		toks = append(toks, in.Tokens...)
 		if in.Logits {
 			rows = append(rows, len(toks)-1)
+			ads = append(ads, ad)
 		}
 	}
 	hf := d.m.forward(toks, spans, nil)
-	d.m.lastLogProbs(logp, hf, rows)
+	d.m.lastLogProbs(logp, hf, rows, ads)
 	return nil
 }
 
@@ -75,14 +77,23 @@ func (d adapterDecoder) Step(batch []textgen.Input, logp []float32) error {
 }
 
 // lastLogProbs writes the log-softmax over the vocabulary of hf's rows into
-// out (len(rows)×Vocab).
-func (m *Model) lastLogProbs(out, hf []float32, rows []int) {
+// out (len(rows)×Vocab), each row projected by its adapter's (ads[i])
+// output projection: the rows of one adapter are contiguous, so each
+// projection runs once over its run of rows.
+func (m *Model) lastLogProbs(out, hf []float32, rows []int, ads []*LoRA) {
 	c := m.Config
 	H, V := c.Hidden, c.Vocab
 	x := make([]float32, len(rows)*H)
 	for i, r := range rows {
 		copy(x[i*H:(i+1)*H], hf[r*H:(r+1)*H])
 	}
-	m.head.MulT(out, x, len(rows), 0)
+	for lo := 0; lo < len(rows); {
+		hi := lo + 1
+		for hi < len(rows) && ads[hi].headParam() == ads[lo].headParam() {
+			hi++
+		}
+		m.headMatrix(ads[lo]).MulT(out[lo*V:hi*V], x[lo*H:hi*H], hi-lo, 0)
+		lo = hi
+	}
 	tensor.LogSoftmaxRows(out, out, len(rows), V)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/safetensors"
 	"github.com/troupe-ml/troupe/textgen"
 )
@@ -219,41 +220,52 @@ func TestLoRAGradients(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 8))
 			seqs := []Seq{{Prompt: randomIDs(rng, 6, c.Vocab), Target: randomIDs(rng, 9, c.Vocab)},
 				{Prompt: randomIDs(rng, 2, c.Vocab), Target: randomIDs(rng, 4, c.Vocab)}}
-			lossAt := func() float64 {
-				lp, err := m.TokenLogProbs(ad, seqs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				l, _ := CrossEntropy(lp)
-				return l
-			}
-			ad.Store.ZeroGrad()
-			if _, err := m.ForwardBackward(ad, seqs, CrossEntropy); err != nil {
-				t.Fatal(err)
-			}
-			checked := 0
-			for _, p := range ad.Params() {
-				// Two entries per matrix keep the test quick.
-				for _, i := range []int{rng.IntN(len(p.Data())), rng.IntN(len(p.Data()))} {
-					w := p.Data()
-					orig := w[i]
-					const h = 1e-2
-					w[i] = orig + h
-					lp := lossAt()
-					w[i] = orig - h
-					lm := lossAt()
-					w[i] = orig
-					num := (lp - lm) / (2 * h)
-					got := float64(p.Grad[i])
-					if math.Abs(num-got) > 2e-3+0.05*math.Abs(num) {
-						t.Errorf("%s[%d]: gradient %.6g, finite difference %.6g", p.Name, i, got, num)
-					}
-					checked++
-				}
-			}
+			// Two entries per matrix keep the test quick.
+			checked := checkGradients(t, m, ad, seqs, func(p *nn.Param) []int {
+				return []int{rng.IntN(len(p.Data())), rng.IntN(len(p.Data()))}
+			})
 			t.Logf("%s: %d gradient entries checked", name, checked)
 		})
 	}
+}
+
+// checkGradients compares the adapter's gradients of the cross-entropy of
+// seqs with central finite differences of the loss at the entries that
+// entries picks of each parameter, and returns how many it checked.
+func checkGradients(t *testing.T, m *Model, ad *LoRA, seqs []Seq, entries func(p *nn.Param) []int) int {
+	t.Helper()
+	lossAt := func() float64 {
+		lp, err := m.TokenLogProbs(ad, seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := CrossEntropy(lp)
+		return l
+	}
+	ad.Store.ZeroGrad()
+	if _, err := m.ForwardBackward(ad, seqs, CrossEntropy); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, p := range ad.Params() {
+		for _, i := range entries(p) {
+			w := p.Data()
+			orig := w[i]
+			const h = 1e-2
+			w[i] = orig + h
+			lp := lossAt()
+			w[i] = orig - h
+			lm := lossAt()
+			w[i] = orig
+			num := (lp - lm) / (2 * h)
+			got := float64(p.Grad[i])
+			if math.Abs(num-got) > 2e-3+0.05*math.Abs(num) {
+				t.Errorf("%s[%d]: gradient %.6g, finite difference %.6g", p.Name, i, got, num)
+			}
+			checked++
+		}
+	}
+	return checked
 }
 
 // TestBadCheckpoints: every malformed model directory is a returned error
@@ -387,5 +399,172 @@ func TestConfigForms(t *testing.T) {
 	}
 	if a.RopeTheta != 500000 || a.RopeScaling == nil || a.RopeScaling.Factor != 8 || a.HeadDim != 4 || !cmp.Equal(a.EOS, []int{1, 2}) {
 		t.Errorf("parsed %+v", a)
+	}
+}
+
+// modulesCases are the ways an adapter can hold copies of the embeddings:
+// tied and kept tied (one copy), a tied base untied by two copies, the
+// input embedding alone on a tied base (the head stays the base's), and
+// both copies of an untied base.
+func modulesCases() map[string]struct {
+	c   Config
+	cfg LoRAConfig
+} {
+	tc := tinyConfigs()
+	type cs = struct {
+		c   Config
+		cfg LoRAConfig
+	}
+	return map[string]cs{
+		"qwen3-tied":       {tc["qwen3"], LoRAConfig{Rank: 4, Alpha: 8, ModulesToSave: []string{EmbedTokens}, EnsureWeightTying: true}},
+		"qwen3-untied":     {tc["qwen3"], LoRAConfig{Rank: 4, Alpha: 8, ModulesToSave: []string{EmbedTokens, LMHead}}},
+		"qwen2-embed-only": {tc["qwen2"], LoRAConfig{Rank: 4, Alpha: 8, ModulesToSave: []string{EmbedTokens}}},
+		"llama-both":       {tc["llama"], LoRAConfig{Rank: 4, Alpha: 8, ModulesToSave: []string{EmbedTokens, LMHead}}},
+	}
+}
+
+// modulesAdapter makes an adapter of cfg whose B matrices and embedding
+// copies are perturbed, so that it differs from the base everywhere.
+func modulesAdapter(t testing.TB, m *Model, cfg LoRAConfig, seed uint64) *LoRA {
+	t.Helper()
+	cfg.Seed = seed
+	ad, err := NewLoRA(m, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 99))
+	for _, p := range ad.Params() {
+		if strings.Contains(p.Name, "lora_A") {
+			continue
+		}
+		for i := range p.Data() {
+			p.Data()[i] += float32(0.05 * rng.NormFloat64())
+		}
+	}
+	return ad
+}
+
+// TestModulesToSaveGradients checks the gradients of the embedding and
+// output-projection copies (and the LoRA matrices beside them) against
+// central finite differences of the cross-entropy.
+func TestModulesToSaveGradients(t *testing.T) {
+	for name, tc := range modulesCases() {
+		t.Run(name, func(t *testing.T) {
+			c := tc.c
+			m := loadTiny(t, writeTiny(t, c, 13, WriteOptions{DType: safetensors.F32}))
+			ad := modulesAdapter(t, m, tc.cfg, 3)
+			rng := rand.New(rand.NewPCG(7, 8))
+			seqs := []Seq{{Prompt: randomIDs(rng, 6, c.Vocab), Target: randomIDs(rng, 9, c.Vocab)},
+				{Prompt: randomIDs(rng, 2, c.Vocab), Target: randomIDs(rng, 4, c.Vocab)}}
+			H := c.Hidden
+			copies := 0
+			checkGradients(t, m, ad, seqs, func(p *nn.Param) []int {
+				if p != ad.embed && p != ad.head {
+					return []int{rng.IntN(len(p.Data()))}
+				}
+				copies++
+				// Rows the pass reads (input tokens) and scores (targets),
+				// and one it only normalises over.
+				var idx []int
+				for _, tok := range []int{seqs[0].Prompt[2], seqs[1].Prompt[0], seqs[0].Target[3], rng.IntN(c.Vocab)} {
+					idx = append(idx, tok*H+rng.IntN(H))
+				}
+				return idx
+			})
+			want := len(tc.cfg.ModulesToSave)
+			if tc.cfg.EnsureWeightTying {
+				want = 1
+			}
+			if copies != want {
+				t.Errorf("%d embedding copies among the parameters, want %d", copies, want)
+			}
+		})
+	}
+}
+
+// TestModulesToSaveRoundTrip: an adapter with embedding copies, saved in
+// PEFT's layout and loaded back, gives identical log-probabilities; merged
+// by Export and loaded as a plain model, the same up to float32 rounding;
+// and generation (the decoder's per-adapter output projection) scores its
+// tokens as TokenLogProbs does.
+func TestModulesToSaveRoundTrip(t *testing.T) {
+	for name, tc := range modulesCases() {
+		t.Run(name, func(t *testing.T) {
+			c := tc.c
+			m := loadTiny(t, writeTiny(t, c, 5, WriteOptions{}))
+			ad := modulesAdapter(t, m, tc.cfg, 4)
+			rng := rand.New(rand.NewPCG(3, 4))
+			seqs := []Seq{{Prompt: randomIDs(rng, 7, c.Vocab), Target: randomIDs(rng, 11, c.Vocab)}}
+			want, err := m.TokenLogProbs(ad, seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, _ := m.TokenLogProbs(nil, seqs)
+			if cmp.Equal(want, base, cmpopts.EquateApprox(0, 1e-3)) {
+				t.Fatal("the adapter does not change the model")
+			}
+
+			dir := t.TempDir()
+			if err := ad.Save(dir, "tiny"); err != nil {
+				t.Fatal(err)
+			}
+			f, err := safetensors.Open(filepath.Join(dir, "adapter_model.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := f.Names()
+			f.Close()
+			for _, mod := range tc.cfg.ModulesToSave {
+				n := map[string]string{EmbedTokens: peftEmbedName, LMHead: peftHeadName}[mod]
+				if tc.cfg.EnsureWeightTying {
+					n = peftEmbedName
+				}
+				if !strings.Contains(strings.Join(names, " "), n) {
+					t.Errorf("saved tensors %v lack %s", names, n)
+				}
+			}
+			back, err := LoadLoRA(m, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.TokenLogProbs(back, seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cmp.Equal(want, got) {
+				t.Errorf("reloaded adapter's log-probs differ:\n%s", cmp.Diff(want, got))
+			}
+			if (back.head == back.embed) != (ad.head == ad.embed) {
+				t.Errorf("reloaded adapter's tying differs")
+			}
+
+			out := t.TempDir()
+			if err := m.Export(out, ad, WriteOptions{DType: safetensors.F32}); err != nil {
+				t.Fatal(err)
+			}
+			merged := loadTiny(t, out)
+			if merged.Config.Tied != (c.Tied && !ad.unties()) {
+				t.Errorf("exported model: tied %v, want %v", merged.Config.Tied, c.Tied && !ad.unties())
+			}
+			got, err = merged.TokenLogProbs(nil, seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-4)); d != "" {
+				t.Errorf("merged model's log-probs differ from the adapter's:\n%s", d)
+			}
+
+			gens, err := m.Generate(context.Background(), back, [][]int{seqs[0].Prompt}, textgen.GenerateOptions{MaxTokens: 8}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lp, err := m.TokenLogProbs(back, []Seq{{Prompt: seqs[0].Prompt, Target: gens[0].Tokens}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(lp[0], gens[0].LogProbs, cmpopts.EquateApprox(0, 1e-4)); d != "" {
+				t.Errorf("generation log-probs differ from scoring:\n%s", d)
+			}
+		})
 	}
 }

@@ -34,6 +34,19 @@ type LoRAConfig struct {
 	RSLoRA bool
 	// Seed seeds A's initialisation.
 	Seed uint64
+	// ModulesToSave are PEFT's modules_to_save: modules the adapter holds a
+	// full trainable copy of, made from the base's weight: "embed_tokens"
+	// (the token embedding) and "lm_head" (the output projection). A model
+	// whose embedding was never trained, or a vocabulary that must learn new
+	// tokens, needs them: no low-rank delta on the projections changes
+	// which vectors the tokens are.
+	ModulesToSave []string `json:",omitempty"`
+	// EnsureWeightTying is PEFT's ensure_weight_tying: on a base with tied
+	// embeddings, one copy serves as both embed_tokens and lm_head (saved
+	// under embed_tokens' name), so the adapted model stays tied. Without
+	// it a copy of one of them unties them, as in PEFT, and Export writes
+	// an untied model.
+	EnsureWeightTying bool `json:",omitempty"`
 }
 
 // DefaultTargets are all seven projections of a block.
@@ -72,7 +85,22 @@ type LoRA struct {
 	Base  *Model
 	mods  [][numProj]*loraModule
 	scale float32
+	// embed and head are the trainable copies of ModulesToSave (nil: the
+	// base's); head == embed when they are tied.
+	embed, head *nn.Param
 }
+
+// Modules PEFT's modules_to_save may name.
+const (
+	EmbedTokens = "embed_tokens"
+	LMHead      = "lm_head"
+)
+
+// PEFT's saved names of the modules_to_save copies.
+const (
+	peftEmbedName = "base_model.model.model.embed_tokens.weight"
+	peftHeadName  = "base_model.model.lm_head.weight"
+)
 
 // NewLoRA makes adapters for base (cfg.WithDefaults()), initialised as PEFT does: A from
 // Kaiming-uniform (bound 1/√in), B zero, so the adapted model starts equal
@@ -95,6 +123,9 @@ func NewLoRA(base *Model, cfg LoRAConfig) (*LoRA, error) {
 	if cfg.RSLoRA {
 		ad.scale = float32(cfg.Alpha / math.Sqrt(float64(cfg.Rank)))
 	}
+	if err := ad.addModulesToSave(); err != nil {
+		return nil, err
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x10a))
 	for l := range ad.mods {
 		for p := Proj(0); p < numProj; p++ {
@@ -114,6 +145,72 @@ func NewLoRA(base *Model, cfg LoRAConfig) (*LoRA, error) {
 	}
 	return ad, nil
 }
+
+// addModulesToSave makes the trainable copies of the embedding and the
+// output projection that Config.ModulesToSave names.
+func (ad *LoRA) addModulesToSave() error {
+	var embed, head bool
+	for _, name := range ad.Config.ModulesToSave {
+		switch name {
+		case EmbedTokens:
+			embed = true
+		case LMHead:
+			head = true
+		default:
+			return fmt.Errorf("hf: unsupported module to save %q (want %s or %s)", name, EmbedTokens, LMHead)
+		}
+	}
+	c := ad.Base.Config
+	copyOf := func(w *Matrix) nn.Initializer {
+		return func(_ *rand.Rand, _ ts.Shape, d []float32) { copy(d, w.Float32s()) }
+	}
+	if c.Tied && ad.Config.EnsureWeightTying && (embed || head) {
+		ad.embed = ad.Store.GetOrCreate(peftEmbedName, ts.Shape{c.Vocab, c.Hidden}, copyOf(&ad.Base.embed))
+		ad.head = ad.embed
+		return nil
+	}
+	if embed {
+		ad.embed = ad.Store.GetOrCreate(peftEmbedName, ts.Shape{c.Vocab, c.Hidden}, copyOf(&ad.Base.embed))
+	}
+	if head {
+		ad.head = ad.Store.GetOrCreate(peftHeadName, ts.Shape{c.Vocab, c.Hidden}, copyOf(ad.Base.head))
+	}
+	return nil
+}
+
+// embedMatrix is the token embedding under adapter ad (may be nil).
+func (m *Model) embedMatrix(ad *LoRA) *Matrix {
+	if ad == nil || ad.embed == nil {
+		return &m.embed
+	}
+	return paramMatrix(ad.embed)
+}
+
+// headMatrix is the output projection under adapter ad (may be nil).
+func (m *Model) headMatrix(ad *LoRA) *Matrix {
+	if ad == nil || ad.head == nil {
+		return m.head
+	}
+	return paramMatrix(ad.head)
+}
+
+// headParam is ad's trainable output projection, nil for the base's.
+func (ad *LoRA) headParam() *nn.Param {
+	if ad == nil {
+		return nil
+	}
+	return ad.head
+}
+
+// paramMatrix views a Vocab×Hidden parameter as a Matrix (no copy).
+func paramMatrix(p *nn.Param) *Matrix {
+	sh := p.Shape()
+	return &Matrix{Rows: sh[0], Cols: sh[1], F32: p.Data()}
+}
+
+// unties reports whether ad makes a tied base's input and output
+// embeddings differ.
+func (ad *LoRA) unties() bool { return ad != nil && ad.Base.Config.Tied && ad.embed != ad.head }
 
 func projByName(s string) (Proj, bool) {
 	for p := Proj(0); p < numProj; p++ {
@@ -157,6 +254,7 @@ type peftConfig struct {
 	UseRSLoRA       bool     `json:"use_rslora"`
 	UseDora         bool     `json:"use_dora"`
 	ModulesToSave   []string `json:"modules_to_save"`
+	EnsureTying     bool     `json:"ensure_weight_tying"`
 	BaseModel       string   `json:"base_model_name_or_path"`
 	RankPattern     struct{} `json:"rank_pattern"`
 	AlphaPattern    struct{} `json:"alpha_pattern"`
@@ -174,7 +272,8 @@ func (ad *LoRA) Save(dir, base string) error {
 	slices.Sort(targets)
 	pc := peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: ad.Config.Rank, LoraAlpha: ad.Config.Alpha,
 		TargetModules: targets, Bias: "none", InferenceMode: true, InitLoraWeights: true,
-		UseRSLoRA: ad.Config.RSLoRA, BaseModel: base}
+		UseRSLoRA: ad.Config.RSLoRA, BaseModel: base,
+		ModulesToSave: ad.Config.ModulesToSave, EnsureTying: ad.Config.EnsureWeightTying}
 	if err := writeJSON(filepath.Join(dir, "adapter_config.json"), pc); err != nil {
 		return fmt.Errorf("hf: saving adapter: %w", err)
 	}
@@ -205,8 +304,8 @@ func LoadLoRA(base *Model, dir string) (*LoRA, error) {
 	if pc.PeftType != "LORA" {
 		return nil, fmt.Errorf("hf: %s: peft_type %q, want LORA", dir, pc.PeftType)
 	}
-	if pc.UseDora || pc.FanInFanOut || (pc.Bias != "" && pc.Bias != "none") || len(pc.ModulesToSave) > 0 {
-		return nil, fmt.Errorf("hf: %s: unsupported LoRA options (use_dora, fan_in_fan_out, bias or modules_to_save)", dir)
+	if pc.UseDora || pc.FanInFanOut || (pc.Bias != "" && pc.Bias != "none") {
+		return nil, fmt.Errorf("hf: %s: unsupported LoRA options (use_dora, fan_in_fan_out or bias)", dir)
 	}
 	path := filepath.Join(dir, "adapter_model.safetensors")
 	f, err := safetensors.Open(path)
@@ -221,13 +320,21 @@ func LoadLoRA(base *Model, dir string) (*LoRA, error) {
 			return nil, fmt.Errorf("hf: %s: adapter_config.json has r %d, but tensor %s has shape %v", dir, pc.R, n, t.Shape)
 		}
 	}
-	ad, err := NewLoRA(base, LoRAConfig{Rank: pc.R, Alpha: pc.LoraAlpha, Targets: pc.TargetModules, RSLoRA: pc.UseRSLoRA})
+	ad, err := NewLoRA(base, LoRAConfig{Rank: pc.R, Alpha: pc.LoraAlpha, Targets: pc.TargetModules, RSLoRA: pc.UseRSLoRA,
+		ModulesToSave: pc.ModulesToSave, EnsureWeightTying: pc.EnsureTying})
 	if err != nil {
 		return nil, fmt.Errorf("hf: %s: %w", dir, err)
 	}
 	names := map[string]string{}
 	for _, n := range f.Names() {
-		names[strings.Replace(strings.Replace(n, ".lora_A.default.", ".lora_A.", 1), ".lora_B.default.", ".lora_B.", 1)] = n
+		k := strings.Replace(strings.Replace(n, ".lora_A.default.", ".lora_A.", 1), ".lora_B.default.", ".lora_B.", 1)
+		names[strings.Replace(k, ".modules_to_save.default.", ".", 1)] = n
+	}
+	// A tied copy may have been saved under lm_head's name.
+	if _, ok := names[peftEmbedName]; !ok && ad.embed != nil && ad.embed == ad.head {
+		if n, ok := names[peftHeadName]; ok {
+			names[peftEmbedName] = n
+		}
 	}
 	for _, p := range ad.Store.Params() {
 		src, ok := names[p.Name]
@@ -295,8 +402,15 @@ func writeFileAtomic(path string, write func(*os.File) error) error {
 func (ad *LoRA) Snapshot() *LoRA {
 	s := &LoRA{Config: ad.Config, Base: ad.Base, mods: make([][numProj]*loraModule, len(ad.mods)), scale: ad.scale}
 	frozen := func(p *nn.Param) *nn.Param {
+		if p == nil {
+			return nil
+		}
 		v := ts.New(ts.WithShape(p.Shape().Clone()...), ts.WithBacking(slices.Clone(p.Data())))
 		return &nn.Param{Name: p.Name, Value: v}
+	}
+	s.embed, s.head = frozen(ad.embed), frozen(ad.head)
+	if ad.head == ad.embed {
+		s.head = s.embed
 	}
 	for l, row := range ad.mods {
 		for p, m := range row {

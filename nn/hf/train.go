@@ -59,11 +59,12 @@ func (m *Model) layout(seqs []Seq) (toks []int, spans []span, rows, targets []in
 const headChunk = 256
 
 // scoreRows computes log p(targets[i]) from the logits of hf's rows
-// rows[i]. With keep it also returns the log-softmax of every row, for
-// headBackward; chunks too large to keep are recomputed there.
-func (m *Model) scoreRows(hf []float32, rows, targets []int, keep bool) (logp []float32, lsm [][]float32) {
+// rows[i] under adapter ad's output projection. With keep it also returns
+// the log-softmax of every row, for headBackward.
+func (m *Model) scoreRows(ad *LoRA, hf []float32, rows, targets []int, keep bool) (logp []float32, lsm [][]float32) {
 	c := m.Config
 	H, V := c.Hidden, c.Vocab
+	head := m.headMatrix(ad)
 	logp = make([]float32, len(rows))
 	n0 := min(headChunk, len(rows))
 	x := make([]float32, n0*H)
@@ -80,7 +81,7 @@ func (m *Model) scoreRows(hf []float32, rows, targets []int, keep bool) (logp []
 		if keep {
 			buf = make([]float32, n*V)
 		}
-		m.head.MulT(buf, x, n, 0)
+		head.MulT(buf, x, n, 0)
 		tensor.LogSoftmaxRows(buf[:n*V], buf[:n*V], n, V)
 		for i := 0; i < n; i++ {
 			logp[lo+i] = buf[i*V+targets[lo+i]]
@@ -94,11 +95,17 @@ func (m *Model) scoreRows(hf []float32, rows, targets []int, keep bool) (logp []
 
 // headBackward turns dlogp, the loss gradient with respect to each scored
 // row's target log-probability, into the gradient with respect to hf:
-// dlogits = g·(onehot − softmax), dhf[row] += dlogits·W.
-func (m *Model) headBackward(dhf []float32, lsm [][]float32, rows, targets []int, dlogp []float32) {
+// dlogits = g·(onehot − softmax), dhf[row] += dlogits·W; with ad's
+// trainable output projection also dW += dlogitsᵀ·hf[rows].
+func (m *Model) headBackward(ad *LoRA, hf, dhf []float32, lsm [][]float32, rows, targets []int, dlogp []float32) {
 	c := m.Config
 	H, V := c.Hidden, c.Vocab
+	head, hp := m.headMatrix(ad), ad.headParam()
 	dx := make([]float32, min(headChunk, len(rows))*H)
+	var x []float32
+	if hp != nil {
+		x = make([]float32, len(dx))
+	}
 	for ci, lo := 0, 0; lo < len(rows); ci, lo = ci+1, lo+headChunk {
 		n := min(headChunk, len(rows)-lo)
 		d := lsm[ci]
@@ -109,7 +116,14 @@ func (m *Model) headBackward(dhf []float32, lsm [][]float32, rows, targets []int
 			tensor.VecMulScalar(row, row, -g)
 			row[targets[lo+i]] += g
 		}
-		m.head.Mul(dx[:n*H], d, n, 0)
+		head.Mul(dx[:n*H], d, n, 0)
+		if hp != nil {
+			for i := 0; i < n; i++ {
+				r := rows[lo+i]
+				copy(x[i*H:(i+1)*H], hf[r*H:(r+1)*H])
+			}
+			tensor.Gemm(true, false, V, H, n, 1, d, V, x, H, 1, hp.Grad, H)
+		}
 		for i := 0; i < n; i++ {
 			r := rows[lo+i]
 			tensor.VecAdd(dhf[r*H:(r+1)*H], dhf[r*H:(r+1)*H], dx[i*H:(i+1)*H])
@@ -125,7 +139,7 @@ func (m *Model) TokenLogProbs(ad *LoRA, seqs []Seq) ([][]float32, error) {
 		return nil, err
 	}
 	hf := m.forward(toks, withAdapter(spans, ad), nil)
-	logp, _ := m.scoreRows(hf, rows, targets, false)
+	logp, _ := m.scoreRows(ad, hf, rows, targets, false)
 	return splitSeqs(logp, seqs), nil
 }
 
@@ -162,7 +176,7 @@ func (m *Model) ForwardBackward(ad *LoRA, seqs []Seq, loss func(logp [][]float32
 	}
 	var save acts
 	hf := m.forward(toks, withAdapter(spans, ad), &save)
-	logp, lsm := m.scoreRows(hf, rows, targets, true)
+	logp, lsm := m.scoreRows(ad, hf, rows, targets, true)
 	l, grad := loss(splitSeqs(logp, seqs))
 	if math.IsNaN(l) || math.IsInf(l, 0) {
 		return l, fmt.Errorf("hf: loss is %v: %w", l, nn.ErrNonFinite)
@@ -183,8 +197,8 @@ func (m *Model) ForwardBackward(ad *LoRA, seqs []Seq, loss func(logp [][]float32
 		dlogp = append(dlogp, g...)
 	}
 	dhf := make([]float32, len(hf))
-	m.headBackward(dhf, lsm, rows, targets, dlogp)
-	m.backward(ad, spans, &save, dhf)
+	m.headBackward(ad, hf, dhf, lsm, rows, targets, dlogp)
+	m.backward(ad, toks, spans, &save, dhf)
 	return l, nil
 }
 

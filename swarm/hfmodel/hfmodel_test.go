@@ -167,76 +167,84 @@ func TestHFChatTools(t *testing.T) {
 
 // TestRunWritesPEFTAdapter: a server with a run directory writes the
 // agent's adapter in PEFT's layout with its checkpoint, and both the
-// adapter directory and the checkpoint read back as the trained adapter.
+// adapter directory and the checkpoint read back as the trained adapter,
+// with and without a trained copy of the embedding (modules_to_save).
 func TestRunWritesPEFTAdapter(t *testing.T) {
-	base, tok := tinyHF(t)
-	run := t.TempDir()
-	adDir := filepath.Join(run, "adapter")
-	model, pol, err := New(Config{Name: "planner", Base: base, Tokenizer: tok, BaseName: "Qwen/Qwen3-tiny",
-		LoRAConfig: hf.LoRAConfig{Rank: 4, Alpha: 8, Seed: 3}, LR: 1e-2, AdapterDir: adDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := swarm.DefaultTrainConfig()
-	tc.BatchSize, tc.NumRepeat, tc.CheckpointEvery = 1, 2, 1
-	_, url, stop, err := swarm.Serve("127.0.0.1:0", swarm.ServerConfig{Model: model, Train: tc, CheckpointDir: run, Logger: swarmtest.Quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := client.New(url)
-	for rep := 0; rep < 2; rep++ {
-		seed := int64(rep)
-		_, err := client.RunWorkflow(ctx, []*client.Client{c}, nil, "task",
-			func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
-				if _, err := eps[0].Chat().Create(ctx, api.ChatRequest{
-					Messages: []api.Message{{Role: "user", Content: "hi"}}, MaxTokens: 4, Seed: &seed, Temperature: ptr(1.0),
-				}); err != nil {
-					return nil, err
+	for name, lc := range map[string]hf.LoRAConfig{
+		"lora":            {Rank: 4, Alpha: 8, Seed: 3},
+		"modules_to_save": {Rank: 4, Alpha: 8, Seed: 3, ModulesToSave: []string{hf.EmbedTokens}, EnsureWeightTying: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			base, tok := tinyHF(t)
+			run := t.TempDir()
+			adDir := filepath.Join(run, "adapter")
+			model, pol, err := New(Config{Name: "planner", Base: base, Tokenizer: tok, BaseName: "Qwen/Qwen3-tiny",
+				LoRAConfig: lc, LR: 1e-2, AdapterDir: adDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc := swarm.DefaultTrainConfig()
+			tc.BatchSize, tc.NumRepeat, tc.CheckpointEvery = 1, 2, 1
+			_, url, stop, err := swarm.Serve("127.0.0.1:0", swarm.ServerConfig{Model: model, Train: tc, CheckpointDir: run, Logger: swarmtest.Quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c := client.New(url)
+			for rep := 0; rep < 2; rep++ {
+				seed := int64(rep)
+				_, err := client.RunWorkflow(ctx, []*client.Client{c}, nil, "task",
+					func(ctx context.Context, eps []*client.Episode) ([]client.WorkflowResult, error) {
+						if _, err := eps[0].Chat().Create(ctx, api.ChatRequest{
+							Messages: []api.Message{{Role: "user", Content: "hi"}}, MaxTokens: 4, Seed: &seed, Temperature: ptr(1.0),
+						}); err != nil {
+							return nil, err
+						}
+						return []client.WorkflowResult{{Reward: float64(rep)}}, nil
+					})
+				if err != nil {
+					t.Fatal(err)
 				}
-				return []client.WorkflowResult{{Reward: float64(rep)}}, nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.WaitForStep(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	stop() // the final checkpoint
-	var cfg map[string]any
-	raw, err := os.ReadFile(filepath.Join(adDir, "adapter_config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if cfg["peft_type"] != "LORA" || cfg["r"] != 4.0 || cfg["lora_alpha"] != 8.0 || cfg["base_model_name_or_path"] != "Qwen/Qwen3-tiny" {
-		t.Errorf("adapter_config.json = %s", raw)
-	}
-	seqs := []hf.Seq{{Prompt: []int{1, 2, 3}, Target: []int{4, 5, 6}}}
-	want, _ := base.TokenLogProbs(pol.Adapter, seqs)
-	fresh, _ := base.TokenLogProbs(nil, seqs)
-	if cmp.Equal(want, fresh) {
-		t.Fatal("the trained adapter changes nothing: the test cannot tell adapters apart")
-	}
-	fromPEFT, err := hf.LoadLoRA(base, adDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromCkpt, name, err := LoadCheckpoint(base, filepath.Join(run, swarm.CheckpointFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if name != "Qwen/Qwen3-tiny" {
-		t.Errorf("checkpoint's base model %q", name)
-	}
-	for label, ad := range map[string]*hf.LoRA{"adapter/": fromPEFT, "checkpoint": fromCkpt} {
-		got, _ := base.TokenLogProbs(ad, seqs)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s read back differs from the trained adapter (-want +got):\n%s", label, diff)
-		}
+			}
+			if err := c.WaitForStep(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			stop() // the final checkpoint
+			var cfg map[string]any
+			raw, err := os.ReadFile(filepath.Join(adDir, "adapter_config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if cfg["peft_type"] != "LORA" || cfg["r"] != 4.0 || cfg["lora_alpha"] != 8.0 || cfg["base_model_name_or_path"] != "Qwen/Qwen3-tiny" {
+				t.Errorf("adapter_config.json = %s", raw)
+			}
+			seqs := []hf.Seq{{Prompt: []int{1, 2, 3}, Target: []int{4, 5, 6}}}
+			want, _ := base.TokenLogProbs(pol.Adapter, seqs)
+			fresh, _ := base.TokenLogProbs(nil, seqs)
+			if cmp.Equal(want, fresh) {
+				t.Fatal("the trained adapter changes nothing: the test cannot tell adapters apart")
+			}
+			fromPEFT, err := hf.LoadLoRA(base, adDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromCkpt, name, err := LoadCheckpoint(base, filepath.Join(run, swarm.CheckpointFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name != "Qwen/Qwen3-tiny" {
+				t.Errorf("checkpoint's base model %q", name)
+			}
+			for label, ad := range map[string]*hf.LoRA{"adapter/": fromPEFT, "checkpoint": fromCkpt} {
+				got, _ := base.TokenLogProbs(ad, seqs)
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s read back differs from the trained adapter (-want +got):\n%s", label, diff)
+				}
+			}
+		})
 	}
 }
