@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 )
 
@@ -391,30 +390,18 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 		gemvHalfSerial(hp, m, n, k, alpha, a, lda, xk, ldxk, b, ldb, f, beta, c, ldc)
 		return
 	}
-	// The rows go in gemvPartsPerWorker contiguous parts a goroutine, taken
-	// in turn, so that a goroutine whose core is slower (on a shared
-	// machine, one core often is) takes fewer.
-	const gemvPartsPerWorker = 4
 	tn := n / hp.gemvR
-	parts := min(tn, nw*gemvPartsPerWorker, n*k/gemvParMinWeights)
-	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range nw {
+	for w := 0; w < nw; w++ {
+		j0 := tn * w / nw * hp.gemvR
+		j1 := tn * (w + 1) / nw * hp.gemvR
+		if w == nw-1 {
+			j1 = n
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				p := int(next.Add(1) - 1)
-				if p >= parts {
-					return
-				}
-				j0 := tn * p / parts * hp.gemvR
-				j1 := tn * (p + 1) / parts * hp.gemvR
-				if p == parts-1 {
-					j1 = n
-				}
-				gemvHalfSerial(hp, m, j1-j0, k, alpha, a, lda, xk, ldxk, b[j0*ldb:], ldb, f, beta, c[j0:], ldc)
-			}
+			gemvHalfSerial(hp, m, j1-j0, k, alpha, a, lda, xk, ldxk, b[j0*ldb:], ldb, f, beta, c[j0:], ldc)
 		}()
 	}
 	wg.Wait()
