@@ -185,7 +185,10 @@ func TestRunWritesPEFTAdapter(t *testing.T) {
 			}
 			tc := swarm.DefaultTrainConfig()
 			tc.BatchSize, tc.NumRepeat, tc.CheckpointEvery = 1, 2, 1
-			_, url, stop, err := swarm.Serve("127.0.0.1:0", swarm.ServerConfig{Model: model, Train: tc, CheckpointDir: run, Logger: swarmtest.Quiet})
+			// Close waits for the step and its checkpoint however slow the
+			// machine (the race detector makes the embedding copy's save
+			// take seconds): the test reads what that checkpoint wrote.
+			_, url, stop, err := swarm.Serve("127.0.0.1:0", swarm.ServerConfig{Model: model, Train: tc, CheckpointDir: run, Logger: swarmtest.Quiet, CloseTimeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
