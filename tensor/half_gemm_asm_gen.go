@@ -111,7 +111,11 @@ func genPackRuns(f format) {
 // k8 int): panel[p*width+r] = widen(src[r*ld+p]) for r < 8·r8, p < 8·k8 (a
 // panel of packed B from an n×k B), by 8×8 blocks: eight rows of eight
 // values are widened into Y0–Y7 and transposed in registers (unpack, shuffle,
-// then swap 128-bit lanes) into eight packed steps.
+// then swap 128-bit lanes) into eight packed steps. Each group of eight rows
+// is swept along k before the next, so the reads from memory are eight
+// streams at a time rather than the panel's width (a 32-token prefill of
+// Qwen2.5-0.5B's shapes, whose packing is mostly these reads, ran about a
+// tenth faster than with the row groups inside the k loop).
 func genPackT(f format) {
 	name := "packT" + f.name + "AVX2"
 	emit("// func %s(panel *float32, src *uint16, ld, width, r8, k8 int)", name)
@@ -124,14 +128,16 @@ func genPackT(f format) {
 	emit("\tMOVQ width+24(FP), " + r(13))               //
 	emit("\tSHLQ $2, " + r(13))                         // r(13): panel step stride in bytes
 	emit("\tLEAQ (" + r(13) + ")(" + r(13) + "*2), AX") // AX: 3 panel steps
-	emit("\tMOVQ k8+40(FP), CX")
-	emit("\tTESTQ CX, CX")
-	emit("\tJEQ %s_done", name)
-	emit("%s_kblock:", name)
 	emit("\tMOVQ r8+32(FP), R9")
+	emit("\tTESTQ R9, R9")
+	emit("\tJEQ %s_done", name)
+	emit("\tCMPQ k8+40(FP), $0")
+	emit("\tJEQ %s_done", name)
+	emit("%s_rblock:", name)
+	emit("\tMOVQ k8+40(FP), CX")
 	emit("\tMOVQ SI, " + r(11)) // rows 0–3 of the current row group
 	emit("\tMOVQ DI, BX")       // steps 0–3 of the current column block
-	emit("%s_rblock:", name)
+	emit("%s_kblock:", name)
 	emit("\tLEAQ (" + r(11) + ")(DX*4), " + r(12)) // rows 4–7
 	rows := []string{"(" + r(11) + ")", "(" + r(11) + ")(DX*1)", "(" + r(11) + ")(DX*2)", "(" + r(11) + ")(" + r(10) + "*1)", "(" + r(12) + ")", "(" + r(12) + ")(DX*1)", "(" + r(12) + ")(DX*2)", "(" + r(12) + ")(" + r(10) + "*1)"}
 	for q, mem := range rows {
@@ -159,14 +165,14 @@ func genPackT(f format) {
 	for p, mem := range outs {
 		emit("\tVMOVUPS %s, %s", y(8+p), mem)
 	}
-	emit("\tLEAQ (" + r(11) + ")(DX*8), " + r(11))
-	emit("\tADDQ $32, BX")
-	emit("\tDECQ R9")
-	emit("\tJNE %s_rblock", name)
-	emit("\tADDQ $16, SI")
-	emit("\tLEAQ (DI)(" + r(13) + "*8), DI")
+	emit("\tADDQ $16, " + r(11))
+	emit("\tLEAQ (BX)(" + r(13) + "*8), BX")
 	emit("\tDECQ CX")
 	emit("\tJNE %s_kblock", name)
+	emit("\tLEAQ (SI)(DX*8), SI")
+	emit("\tADDQ $32, DI")
+	emit("\tDECQ R9")
+	emit("\tJNE %s_rblock", name)
 	emit("%s_done:", name)
 	emit("\tVZEROUPPER")
 	emit("\tRET")
