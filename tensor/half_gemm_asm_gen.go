@@ -181,9 +181,9 @@ func genPackT(f format) {
 
 // gemvPrologue starts the matrix-vector kernel name(rows, steps int,
 // x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int): rows in
-// R9, steps in R13, x in R12 with its row stride in bytes in R8, w in BX
-// with its row stride in bytes in DX, dst in DI with its row stride in
-// bytes in SI; then the instructions of setup, and a jump to name_done
+// r(9), steps in r(13), x in r(12) with its row stride in bytes in r(8), w
+// in BX with its row stride in bytes in DX, dst in DI with its row stride
+// in bytes in SI; then the instructions of setup, and a jump to name_done
 // when there are no rows.
 func gemvPrologue(name, rows, steps string, setup []string) {
 	emit("// func %s(%s, %s int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)", name, rows, steps)

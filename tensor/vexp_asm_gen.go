@@ -103,6 +103,9 @@ var (
 
 func (v isa) r(i int) string { return fmt.Sprintf("%s%d", v.reg, i) }
 
+// gp names general-purpose register n (the assembler's registers 8 to 15).
+func gp(n int) string { return fmt.Sprintf("R%d", n) }
+
 func (v isa) bytes() int { return 4 * v.lanes }
 
 func (v isa) shift() int { return bits.TrailingZeros(uint(v.lanes)) }
@@ -509,7 +512,7 @@ func genLayerNorm() {
 	text("lnBwdReduceAVX2", "(dgamma, dbeta, dy, x, gamma []float32, mu, rs float32) (sdy, sdyx float32)", 136,
 		"With xh = (x-mu)·rs and g = dy·gamma: dgamma += dy·xh, dbeta += dy, and",
 		"returns Σ g and Σ g·xh, over the first len(x) rounded down to 8 elements.")
-	args(0, "x", "dgamma dbeta dy x gamma", "R10", "R11", "DX", "SI", "R8")
+	args(0, "x", "dgamma dbeta dy x gamma", gp(10), gp(11), "DX", "SI", "R8")
 	bcast(120, 4, "mu", "rs")
 	emit("\tVXORPS Y6, Y6, Y6")
 	emit("\tVXORPS Y7, Y7, Y7")
@@ -519,12 +522,12 @@ func genLayerNorm() {
 		emit("\tVMULPS (R8), Y1, Y2")
 		emit("\tVADDPS Y2, Y6, Y6")
 		emit("\tVFMADD231PS Y0, Y2, Y7")
-		emit("\tVMOVUPS (R10), Y3")
+		emit("\tVMOVUPS (%s), Y3", gp(10))
 		emit("\tVFMADD231PS Y0, Y1, Y3")
-		emit("\tVMOVUPS Y3, (R10)")
-		emit("\tVADDPS (R11), Y1, Y3")
-		emit("\tVMOVUPS Y3, (R11)")
-	}, "SI", "DX", "R8", "R10", "R11")
+		emit("\tVMOVUPS Y3, (%s)", gp(10))
+		emit("\tVADDPS (%s), Y1, Y3", gp(11))
+		emit("\tVMOVUPS Y3, (%s)", gp(11))
+	}, "SI", "DX", "R8", gp(10), gp(11))
 	emit("\tHSUM8(Y6, X6, X1)")
 	emit("\tHSUM8(Y7, X7, X1)")
 	ret(128, "X6 sdy", "X7 sdyx")
