@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
 // Environment of the browser test.
@@ -189,7 +191,7 @@ func TestBrowser(t *testing.T) {
 	// Live: the planner's server writes step 13.
 	rng := rand.New(rand.NewPCG(13, 13))
 	row := fixtureRow(rng, fixtureAgents[0], fixtureSteps+1, fixtureSamples(rng, fixtureAgents[0], fixtureSteps+1))
-	appendFile(t, filepath.Join(dir, "planner-8001", MetricsFile), jsonLine(t, row))
+	appendFile(t, filepath.Join(dir, "planner-8001", rundir.MetricsFile), jsonLine(t, row))
 	want := fixtureSteps + 1
 	run("see the new step", chromedp.Poll[chromedp.Void](fmt.Sprintf(
 		`document.querySelectorAll('svg[data-agent="planner"][data-metric="reward"] circle[data-step]').length === %d && `+

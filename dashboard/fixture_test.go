@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-ml/troupe/rl"
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/team-run from the fixture generator")
@@ -128,7 +129,7 @@ func writeFixture(t testing.TB, dir string) {
 					"time":       fixtureStart.Add(time.Duration(step)*37*time.Second - 5*time.Second).Format(time.RFC3339Nano),
 					"episode_id": fmt.Sprintf("%s-e%03d-d", fa.name, step), "task_id": fmt.Sprintf("task-%03d", step), "reason": d,
 				})
-				appendFile(t, filepath.Join(adir, DroppedFile), line)
+				appendFile(t, filepath.Join(adir, rundir.DroppedFile), line)
 			}
 			byState[step] = map[string]any{
 				"claimed": states.claimed, "open": 1 + step%3, "ended": states.ended,
@@ -140,7 +141,7 @@ func writeFixture(t testing.TB, dir string) {
 			for _, s := range samples {
 				lines = append(lines, jsonLine(t, s))
 			}
-			writeFile(t, filepath.Join(adir, SamplesDir, SampleFile(step)), strings.Join(lines, ""))
+			writeFile(t, filepath.Join(adir, rundir.SampleFile(step)), strings.Join(lines, ""))
 		}
 		switch fa.name {
 		case "planner":
@@ -153,7 +154,7 @@ func writeFixture(t testing.TB, dir string) {
 				for _, s := range samples {
 					lines = append(lines, jsonLine(t, s))
 				}
-				writeFile(t, filepath.Join(adir, SamplesDir, SampleFile(step)), strings.Join(lines, ""))
+				writeFile(t, filepath.Join(adir, rundir.SampleFile(step)), strings.Join(lines, ""))
 				row := fixtureRow(rand.New(rand.NewPCG(99, uint64(step))), fa, step, samples)
 				row["episodes_by_state"] = byState[step]
 				again = append(again, jsonLine(t, row))
@@ -163,7 +164,7 @@ func writeFixture(t testing.TB, dir string) {
 			// A torn line, as a full disk leaves it.
 			metrics = append(metrics[:3], append([]string{`{"step": 4, "reward_mean": 0.3` + "\n"}, metrics[3:]...)...)
 		}
-		writeFile(t, filepath.Join(adir, MetricsFile), strings.Join(metrics, ""))
+		writeFile(t, filepath.Join(adir, rundir.MetricsFile), strings.Join(metrics, ""))
 	}
 }
 

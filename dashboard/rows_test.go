@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
 func ptr(x float64) *float64 { return &x }
@@ -68,7 +70,7 @@ func TestParseStep(t *testing.T) {
 // FuzzParseStep checks that no line makes the reader panic, and that a row
 // it accepts has a step.
 func FuzzParseStep(f *testing.F) {
-	rows, err := os.ReadFile(filepath.Join(fixtureDir, "planner-8001", MetricsFile))
+	rows, err := os.ReadFile(filepath.Join(fixtureDir, "planner-8001", rundir.MetricsFile))
 	if err != nil {
 		f.Fatal(err)
 	}

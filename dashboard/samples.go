@@ -10,12 +10,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
 // maxSampleFile bounds how much of one step's sample file is read.
 const maxSampleFile = 64 << 20
 
-// Sample is one line of a step's sample file: an episode the step trained on.
+// Sample is one line of a step's sample file (rundir.SampleFile): an
+// episode the step trained on. It is the reader's side of rundir.Sample,
+// which the servers write: a missing reward reads as nil, and message
+// content that is not a string is kept as its JSON text, so that a file
+// written by hand or by another tool still shows.
 type Sample struct {
 	EpisodeID string `json:"episode_id"`
 	TaskID    string `json:"task_id"`
@@ -101,7 +107,7 @@ type StepDetail struct {
 // readSamples reads dir's sample file of step into groups. The file must
 // lie inside root once symbolic links are resolved.
 func readSamples(root, dir string, step int64) (groups []Group, recorded bool, bad int, truncated bool, err error) {
-	path := filepath.Join(dir, SamplesDir, SampleFile(step))
+	path := filepath.Join(dir, rundir.SampleFile(step))
 	real, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, 0, false, nil

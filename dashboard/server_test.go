@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
 // serve serves dir's dashboard for the test.
@@ -120,10 +122,10 @@ func TestAPI(t *testing.T) {
 func TestNoPathTraversal(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "served")
-	writeFile(t, filepath.Join(root, "secret", MetricsFile), `{"step": 1, "model": "SECRET"}`+"\n")
-	writeFile(t, filepath.Join(root, "secret", SamplesDir, SampleFile(1)), `{"episode_id": "SECRET", "task_id": "SECRET"}`+"\n")
-	writeFile(t, filepath.Join(dir, "planner-8001", MetricsFile), `{"step": 1}`+"\n")
-	if err := os.Symlink(filepath.Join(root, "secret", SamplesDir), filepath.Join(dir, "planner-8001", SamplesDir)); err != nil {
+	writeFile(t, filepath.Join(root, "secret", rundir.MetricsFile), `{"step": 1, "model": "SECRET"}`+"\n")
+	writeFile(t, filepath.Join(root, "secret", rundir.SampleFile(1)), `{"episode_id": "SECRET", "task_id": "SECRET"}`+"\n")
+	writeFile(t, filepath.Join(dir, "planner-8001", rundir.MetricsFile), `{"step": 1}`+"\n")
+	if err := os.Symlink(filepath.Join(root, "secret", rundir.SamplesDir), filepath.Join(dir, "planner-8001", rundir.SamplesDir)); err != nil {
 		t.Skip("no symbolic links here:", err)
 	}
 	srv := serve(t, dir)
@@ -207,7 +209,7 @@ func TestRunPage(t *testing.T) {
 
 	// A run that writes only today's fields: the new panels say "no data yet".
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, MetricsFile), `{"step": 1, "reward_mean": 0.5, "reward_std": 0.1, "stats.KL": 0.01}`+"\n")
+	writeFile(t, filepath.Join(dir, rundir.MetricsFile), `{"step": 1, "reward_mean": 0.5, "reward_std": 0.1, "stats.KL": 0.01}`+"\n")
 	srv = serve(t, dir)
 	_, page, _ = get(t, srv, "GET", "/")
 	for _, metric := range []string{"completion_tokens", "zero_spread", "phase", "tokens_per_s", "episodes", "team_episodes", "credit", "reward_components"} {
@@ -224,8 +226,8 @@ func TestRunPage(t *testing.T) {
 // has its page, whatever its ID's characters.
 func TestRunList(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "sweep", "lr 1e-5", "planner-8001", MetricsFile), `{"step": 3}`+"\n")
-	writeFile(t, filepath.Join(dir, "baseline", MetricsFile), `{"step": 7}`+"\n")
+	writeFile(t, filepath.Join(dir, "sweep", "lr 1e-5", "planner-8001", rundir.MetricsFile), `{"step": 3}`+"\n")
+	writeFile(t, filepath.Join(dir, "baseline", rundir.MetricsFile), `{"step": 7}`+"\n")
 	srv := serve(t, dir)
 	_, page, _ := get(t, srv, "GET", "/")
 	for _, want := range []string{`href="/run/baseline/"`, `href="/run/sweep%2Flr%201e-5/"`, "step 7", "step 3"} {
@@ -256,8 +258,8 @@ func TestRunList(t *testing.T) {
 // there.
 func TestMount(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "a", MetricsFile), `{"step": 1}`+"\n")
-	writeFile(t, filepath.Join(dir, "b", MetricsFile), `{"step": 2}`+"\n")
+	writeFile(t, filepath.Join(dir, "a", rundir.MetricsFile), `{"step": 1}`+"\n")
+	writeFile(t, filepath.Join(dir, "b", rundir.MetricsFile), `{"step": 2}`+"\n")
 	s, err := New(Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Mount: func(r *http.Request) string { return r.Header.Get("X-Test-Mount") }})
 	if err != nil {
@@ -360,7 +362,7 @@ func next(t *testing.T, ch <-chan event) event {
 // everything.
 func TestEvents(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "planner-8001", MetricsFile)
+	path := filepath.Join(dir, "planner-8001", rundir.MetricsFile)
 	writeFile(t, path, `{"step": 1, "reward_mean": 0.1}`+"\n"+`{"step": 2, "reward_mean": 0.2}`+"\n")
 	srv := serve(t, dir)
 	var info RunInfo
@@ -377,7 +379,7 @@ func TestEvents(t *testing.T) {
 	}
 
 	// A second agent starts writing.
-	writeFile(t, filepath.Join(dir, "executor-8002", MetricsFile), `{"step": 3}`+"\n")
+	writeFile(t, filepath.Join(dir, "executor-8002", rundir.MetricsFile), `{"step": 3}`+"\n")
 	ev = next(t, ch)
 	if len(ev.data.Agents) != 2 || len(ev.data.Agents[1].Steps)+len(ev.data.Agents[0].Steps) != 1 {
 		t.Errorf("new agent's event %s", asJSON(ev.data))
@@ -410,7 +412,7 @@ func TestEvents(t *testing.T) {
 // http.Server.Shutdown does not wait on them.
 func TestCloseEndsStreams(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, MetricsFile), `{"step": 1}`+"\n")
+	writeFile(t, filepath.Join(dir, rundir.MetricsFile), `{"step": 1}`+"\n")
 	s, err := New(Config{Dir: dir, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -11,22 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// Files of a run directory that the dashboard reads.
-const (
-	// MetricsFile holds one JSON object per training step (Step).
-	MetricsFile = "train_metrics.jsonl"
-	// DroppedFile holds one JSON object per episode never trained (Dropped).
-	DroppedFile = "dropped.jsonl"
-	// SamplesDir holds one file per step, SampleFile(step), of the
-	// episodes the step trained on (Sample).
-	SamplesDir = "samples"
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
-
-// SampleFile is the name of the file in SamplesDir that holds the samples
-// of step.
-func SampleFile(step int64) string { return fmt.Sprintf("step-%08d.jsonl", step) }
 
 // maxDepth is how many directories below the run directory a metrics file
 // may lie.
@@ -105,12 +92,12 @@ func discover(root string) (map[string][]string, error) {
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if path != root && (depth > maxDepth || name == SamplesDir || name == "nats" || strings.HasPrefix(name, ".")) {
+			if path != root && (depth > maxDepth || name == rundir.SamplesDir || name == "nats" || strings.HasPrefix(name, ".")) {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if d.Name() != MetricsFile || !d.Type().IsRegular() {
+		if d.Name() != rundir.MetricsFile || !d.Type().IsRegular() {
 			return nil
 		}
 		dir := filepath.Dir(path)
@@ -148,8 +135,8 @@ func (r *run) setAgents(dirs []string) {
 		name, port := agentDirName(filepath.Base(dir))
 		r.agents = append(r.agents, &agent{
 			key: name, name: name, dir: dir, port: port,
-			metrics:    tail{path: filepath.Join(dir, MetricsFile)},
-			dropped:    tail{path: filepath.Join(dir, DroppedFile)},
+			metrics:    tail{path: filepath.Join(dir, rundir.MetricsFile)},
+			dropped:    tail{path: filepath.Join(dir, rundir.DroppedFile)},
 			dropCounts: make(map[string]int64),
 		})
 		changed = true

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/troupe-ml/troupe/swarm/rundir"
 )
 
 // TestDiscover groups the metrics files of directory layouts into runs.
@@ -64,16 +66,16 @@ func TestDiscover(t *testing.T) {
 // from outside the served directory is not read.
 func TestDiscoverSkipsLinks(t *testing.T) {
 	outside := t.TempDir()
-	writeFile(t, filepath.Join(outside, "secret-8001", MetricsFile), `{"step": 1}`+"\n")
+	writeFile(t, filepath.Join(outside, "secret-8001", rundir.MetricsFile), `{"step": 1}`+"\n")
 	root := t.TempDir()
-	writeFile(t, filepath.Join(root, "planner-8001", MetricsFile), `{"step": 1}`+"\n")
+	writeFile(t, filepath.Join(root, "planner-8001", rundir.MetricsFile), `{"step": 1}`+"\n")
 	if err := os.Symlink(filepath.Join(outside, "secret-8001"), filepath.Join(root, "secret-8001")); err != nil {
 		t.Skip("no symbolic links here:", err)
 	}
 	if err := os.MkdirAll(filepath.Join(root, "linked-8002"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Join(outside, "secret-8001", MetricsFile), filepath.Join(root, "linked-8002", MetricsFile)); err != nil {
+	if err := os.Symlink(filepath.Join(outside, "secret-8001", rundir.MetricsFile), filepath.Join(root, "linked-8002", rundir.MetricsFile)); err != nil {
 		t.Fatal(err)
 	}
 	found, err := discover(root)
@@ -125,7 +127,7 @@ func TestFixtureRows(t *testing.T) {
 		t.Errorf("bad lines %d, %d, want 0, 1", planner.badLines, executor.badLines)
 	}
 	// The file's last rows of steps 6 and 7 are the re-trained ones.
-	raw, err := os.ReadFile(filepath.Join(fixtureDir, "planner-8001", MetricsFile))
+	raw, err := os.ReadFile(filepath.Join(fixtureDir, "planner-8001", rundir.MetricsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func TestFixtureRows(t *testing.T) {
 // file between refreshes.
 func TestRefreshFollowsTheWriter(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, MetricsFile)
+	path := filepath.Join(dir, rundir.MetricsFile)
 	rows := func(steps ...int) string {
 		var b strings.Builder
 		for _, s := range steps {
