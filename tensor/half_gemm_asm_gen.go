@@ -330,8 +330,8 @@ func genGemv(f format, M int) {
 // Unlike genGemv's kernels it reads one row of w at a time, front to back,
 // so the weights stream through memory as one sequential read that the
 // hardware prefetcher follows; four rows read side by side as four streams
-// reached about 60 % of the bandwidth on AMD Zen with AVX-512, one row
-// about 95 %. A step of 64 values is two 64-byte loads widened into four
+// reached about 60 % of the read bandwidth on an AMD EPYC with AVX-512, one
+// row about 90 %. A step of 64 values is two 64-byte loads widened into four
 // vectors of 16 float32 (parts 0–3, meeting x at byte offsets 0, 64, 128
 // and 192 of the step's 256 bytes), each with its own accumulator per row
 // of x; an odd 32-value block at the end takes parts 0 and 1. For
