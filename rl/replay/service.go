@@ -102,6 +102,13 @@ func NewService(nc *nats.Conn, name string, buf *Buffer[[]byte], cfg ServiceConf
 			return nil, fmt.Errorf("replay: service %q endpoint %s: %w", name, ep.verb, err)
 		}
 	}
+	// The subscriptions reach the server asynchronously: a round trip makes
+	// sure it has them, so that a client on another connection is answered
+	// as soon as NewService returns instead of finding no responders.
+	if err := nc.Flush(); err != nil {
+		svc.Stop()
+		return nil, fmt.Errorf("replay: service %q: %w", name, err)
+	}
 	s.svc = svc
 	return s, nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +18,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/troupe-ml/troupe/bus"
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/troupe-ml/troupe/bus"
 )
 
 // openBus starts an embedded NATS server for one test.
@@ -554,4 +556,30 @@ func BenchmarkService(b *testing.B) {
 		}
 		b.ReportMetric(batch*float64(b.N)/b.Elapsed().Seconds(), "adds/s")
 	})
+}
+
+// TestServiceAnswersOtherConnectionsAtOnce: a client on another connection
+// (another process, in practice) is answered by a service as soon as
+// NewService returns, never told that no one responds.
+func TestServiceAnswersOtherConnectionsAtOnce(t *testing.T) {
+	b := openBus(t, bus.Config{})
+	nc, err := nats.Connect("", nats.InProcessServer(b.Server()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 200 {
+		name := "fresh-" + strconv.Itoa(i)
+		s, err := NewService(b.Conn(), name, New[[]byte](4, 1), ServiceConfig{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewClient(nc, name).Add(ctx, [][]byte{u64(uint64(i))}, nil)
+		s.Stop()
+		if err != nil {
+			t.Fatalf("service %d: %v", i, err)
+		}
+	}
 }
