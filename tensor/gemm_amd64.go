@@ -18,6 +18,12 @@ func sgemmKernelAVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 //go:noescape
 func sgemmKernelAVX512x8(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
+// sgemmKernelAVX512x4 computes only the first 4 rows of a 14-row packed A
+// panel.
+//
+//go:noescape
+func sgemmKernelAVX512x4(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+
 // sgemmKernelAVX2 is the 6×16 AVX2/FMA micro-kernel (gemm_amd64.s): 12 ymm
 // accumulators.
 //
@@ -35,7 +41,7 @@ func sgemmKernelAVX2x2(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 func sgemmKernelAVX2x4(kc int, a, b, c *float32, ldc int, alpha, beta float32)
 
 var (
-	kernelAVX512 = &gemmKernel{name: "avx512", mr: 14, nr: 32, mc: 168, kc: 256, nc: 512, aOuter: true, fn: sgemmKernelAVX512, edges: []edgeKernel{{8, sgemmKernelAVX512x8}}}
+	kernelAVX512 = &gemmKernel{name: "avx512", mr: 14, nr: 32, mc: 168, kc: 256, nc: 512, aOuter: true, fn: sgemmKernelAVX512, edges: []edgeKernel{{4, sgemmKernelAVX512x4}, {8, sgemmKernelAVX512x8}}}
 	kernelAVX2   = &gemmKernel{name: "avx2", mr: 6, nr: 16, mc: 144, kc: 256, nc: 2048, fn: sgemmKernelAVX2, edges: []edgeKernel{{2, sgemmKernelAVX2x2}, {4, sgemmKernelAVX2x4}}, packAT: packA6}
 )
 

@@ -289,6 +289,8 @@ func main() {
 	// Edge kernel: the first 8 rows of a 14-row packed panel, for the last
 	// rows of a block (e.g. 512 = 36·14 + 8).
 	gen(kernel{name: "sgemmKernelAVX512x8", mr: 8, aRows: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfB: 1024})
+	// And the first 4 rows (32 = 2·14 + 4: a 32-token prefill's last rows).
+	gen(kernel{name: "sgemmKernelAVX512x4", mr: 4, aRows: 14, vecs: 2, width: 16, reg: "Z", zero: "VPXORD", unroll: 4, pfB: 1024})
 	gen(kernel{name: "sgemmKernelAVX2", mr: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256})
 	// Edge kernels: the first 2 or 4 rows of a 6-row packed panel.
 	gen(kernel{name: "sgemmKernelAVX2x2", mr: 2, aRows: 6, vecs: 2, width: 8, reg: "Y", zero: "VXORPS", unroll: 4, pfA: 256, split: true})

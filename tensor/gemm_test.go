@@ -166,8 +166,9 @@ func forEachKernel(t *testing.T, f func(t *testing.T, kern *gemmKernel)) {
 }
 
 func TestGemmKernels(t *testing.T) {
-	// 8, 22 and 64 leave exactly 8 rows after whole 14-row tiles (the
-	// AVX-512 edge kernel's size); 7, 13, 15... leave other remainders.
+	// 8, 22 and 64 leave exactly 8 rows after whole 14-row tiles, 32
+	// exactly 4 (the AVX-512 edge kernels' sizes); 7, 13, 15... leave
+	// other remainders.
 	sizes := []int{0, 1, 2, 7, 8, 13, 14, 15, 16, 17, 22, 31, 32, 33, 64, 65}
 	forEachKernel(t, func(t *testing.T, kern *gemmKernel) {
 		r := rand.New(rand.NewPCG(1, 2))

@@ -143,6 +143,17 @@ func genPackT(f format) {
 	for q, mem := range rows {
 		f.conv(mem, y(q))
 	}
+	// Prefetch the next group's rows at this step: the group after is
+	// read as soon as this one is swept, and the hardware prefetcher
+	// alone left these short strided runs waiting on memory.
+	emit("\tLEAQ (" + r(12) + ")(DX*4), R8")
+	for _, m := range []string{"(R8)", "(R8)(DX*1)", "(R8)(DX*2)", "(R8)(" + r(10) + "*1)"} {
+		emit("\tPREFETCHT0 " + m)
+	}
+	emit("\tLEAQ (R8)(DX*4), R8")
+	for _, m := range []string{"(R8)", "(R8)(DX*1)", "(R8)(DX*2)", "(R8)(" + r(10) + "*1)"} {
+		emit("\tPREFETCHT0 " + m)
+	}
 	for q := 0; q < 8; q += 2 {
 		emit("\tVUNPCKLPS %s, %s, %s", y(q+1), y(q), y(8+q))
 		emit("\tVUNPCKHPS %s, %s, %s", y(q+1), y(q), y(9+q))
