@@ -30,7 +30,13 @@ type Dir struct {
 // holds the tensors the index assigns it; the tensors are then those the
 // index lists. Otherwise it opens model.safetensors. Errors name the file at
 // fault.
-func OpenDir(dir string) (*Dir, error) {
+func OpenDir(dir string) (*Dir, error) { return openDir(dir, Open) }
+
+// LoadDir is OpenDir with each file read into memory as Load does (into
+// huge pages where it can), for weights that are read over and over.
+func LoadDir(dir string) (*Dir, error) { return openDir(dir, Load) }
+
+func openDir(dir string, Open func(string) (*File, error)) (*Dir, error) {
 	idxPath := filepath.Join(dir, IndexFile)
 	raw, err := os.ReadFile(idxPath)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -1,0 +1,60 @@
+package safetensors
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// readFile reads a regular file of at least HugeMin bytes into anonymous
+// memory that the kernel is asked to back with 2 MiB pages, then makes it
+// read-only; ok is false (the caller then reads the file into the heap)
+// for a smaller file, when transparent huge pages are off, or when a step
+// fails.
+func readFile(fh *os.File, st os.FileInfo) (buf []byte, free func() error, ok bool) {
+	size := st.Size()
+	if !st.Mode().IsRegular() || size < HugeMin || size > math.MaxInt/2 || !hugePagesOn() {
+		return nil, nil, false
+	}
+	return readHuge(fh, int(size))
+}
+
+// readHuge reads size bytes of fh into a 2 MiB-aligned anonymous mapping
+// advised for huge pages (MADV_HUGEPAGE).
+func readHuge(fh *os.File, size int) ([]byte, func() error, bool) {
+	const huge = 2 << 20
+	n := (size + huge - 1) / huge * huge
+	a, err := unix.Mmap(-1, 0, n+huge, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, nil, false
+	}
+	free := func() error { return unix.Munmap(a) }
+	off := 0
+	if r := int(uintptr(unsafe.Pointer(&a[0])) % huge); r != 0 {
+		off = huge - r
+	}
+	b := a[off : off+n]
+	if unix.Madvise(b, unix.MADV_HUGEPAGE) != nil {
+		free()
+		return nil, nil, false
+	}
+	if _, err := fh.ReadAt(b[:size], 0); err != nil {
+		free()
+		return nil, nil, false
+	}
+	if unix.Mprotect(b, unix.PROT_READ) != nil {
+		free()
+		return nil, nil, false
+	}
+	return b[:size:size], free, true
+}
+
+// hugePagesOn reports whether the kernel grants huge pages to memory that
+// asks for them: transparent_hugepage/enabled is [always] or [madvise].
+func hugePagesOn() bool {
+	s, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return err == nil && (bytes.Contains(s, []byte("[always]")) || bytes.Contains(s, []byte("[madvise]")))
+}
