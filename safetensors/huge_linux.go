@@ -11,15 +11,16 @@ import (
 
 // readFile reads a regular file of at least HugeMin bytes into anonymous
 // memory that the kernel is asked to back with 2 MiB pages, then makes it
-// read-only; ok is false (the caller then reads the file into the heap)
-// for a smaller file, when transparent huge pages are off, or when a step
-// fails.
+// read-only. A smaller file, or one read when transparent huge pages are
+// off or a step fails, is mapped as Open maps it.
 func readFile(fh *os.File, st os.FileInfo) (buf []byte, free func() error, ok bool) {
 	size := st.Size()
-	if !st.Mode().IsRegular() || size < HugeMin || size > math.MaxInt/2 || !hugePagesOn() {
-		return nil, nil, false
+	if st.Mode().IsRegular() && size >= HugeMin && size <= math.MaxInt/2 && hugePagesOn() {
+		if buf, free, ok := readHuge(fh, int(size)); ok {
+			return buf, free, true
+		}
 	}
-	return readHuge(fh, int(size))
+	return mapFile(fh, st)
 }
 
 // readHuge reads size bytes of fh into a 2 MiB-aligned anonymous mapping

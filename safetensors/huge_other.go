@@ -4,6 +4,6 @@ package safetensors
 
 import "os"
 
-// readFile has huge pages only on Linux; elsewhere Open reads the file into
-// the heap.
-func readFile(*os.File, os.FileInfo) ([]byte, func() error, bool) { return nil, nil, false }
+// readFile has huge pages only on Linux; elsewhere Load maps the file as
+// Open does.
+func readFile(fh *os.File, st os.FileInfo) ([]byte, func() error, bool) { return mapFile(fh, st) }

@@ -13,14 +13,15 @@ import (
 // *FormatError for a malformed file.
 func Open(path string) (*File, error) { return open(path, mapFile) }
 
-// Load is Open with the file read into memory instead of mapped: on Linux,
-// a file of at least HugeMin bytes goes into 2 MiB pages (transparent huge
-// pages, where the kernel's setting is madvise or always). Code that
-// streams through every tensor over and over, as decoding does through a
-// model's weights, reads them faster from huge pages than from the page
-// cache's 4 KiB pages: the translation look-aside buffer then covers them,
-// and prefetching is not cut off every 4 KiB. The memory is the process's
-// own, read-only, released by Close.
+// Load is Open for tensors that are read over and over: on Linux a file of
+// at least HugeMin bytes is read into 2 MiB pages (transparent huge pages,
+// where the kernel's setting is madvise or always) instead of mapped. Code
+// that streams through every tensor again and again, as decoding does
+// through a model's weights, reads them faster from huge pages than from
+// the page cache's 4 KiB pages: the translation look-aside buffer then
+// covers them, and prefetching is not cut off every 4 KiB. That memory is
+// the process's own (processes loading one file each hold a copy),
+// read-only, released by Close. Anything else is mapped as Open maps it.
 func Load(path string) (*File, error) { return open(path, readFile) }
 
 // HugeMin is the smallest file Load puts into huge pages: below it, the
