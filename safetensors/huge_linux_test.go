@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,7 +14,7 @@ import (
 
 // TestLoadDirHugePages: a checkpoint above HugeMin loads through LoadDir
 // with the tensors OpenDir maps, and readHuge returns the file's bytes at
-// a 2 MiB boundary.
+// a 2 MiB boundary with its data section on a 64-byte line.
 func TestLoadDirHugePages(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	big := make([]float32, HugeMin/4+1000)
@@ -62,7 +63,11 @@ func TestLoadDirHugePages(t *testing.T) {
 	if !bytes.Equal(buf, want) {
 		t.Fatal("readHuge's bytes differ from the file's")
 	}
-	if p := uintptr(unsafe.Pointer(&buf[0])); p%(2<<20) != 0 {
-		t.Fatalf("readHuge's buffer starts at %#x, not on a 2 MiB boundary", p)
+	hlen := binary.LittleEndian.Uint64(want)
+	if p := uintptr(unsafe.Pointer(&buf[8+hlen])); p%64 != 0 {
+		t.Fatalf("readHuge's data section starts at %#x, not on a 64-byte line", p)
+	}
+	if p := uintptr(unsafe.Pointer(&buf[0])); p%(2<<20) > 64 {
+		t.Fatalf("readHuge's buffer starts at %#x, more than a line past a 2 MiB boundary", p)
 	}
 }
