@@ -2,6 +2,7 @@ package hf
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -64,6 +65,33 @@ func TestMultiAdapterBatch(t *testing.T) {
 				t.Errorf("batched rows differ from each adapter's own forward:\n%s", d)
 			}
 		})
+	}
+}
+
+// TestSnapshotSameBits: a snapshot (whose products read transposed copies
+// of the adapter's matrices) gives the bits of the live adapter, at one
+// row (decoding) and at prompts of several lengths.
+func TestSnapshotSameBits(t *testing.T) {
+	c := tinyConfigs()["qwen2"]
+	m := loadTiny(t, writeTiny(t, c, 19, WriteOptions{}))
+	ad := testAdapter(t, m, 7)
+	snap := ad.Snapshot()
+	dec := m.Decoder()
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 5, 33} {
+		toks := randomIDs(rng, n, c.Vocab)
+		var logp [2][]float32
+		for i, a := range []*LoRA{ad, snap} {
+			logp[i] = make([]float32, c.Vocab)
+			if err := dec.Step([]textgen.Input{{Cache: dec.NewCache(64), Tokens: toks, Adapter: a, Logits: true}}, logp[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := range logp[0] {
+			if math.Float32bits(logp[0][j]) != math.Float32bits(logp[1][j]) {
+				t.Fatalf("%d tokens: log-prob %d is %v live and %v from the snapshot", n, j, logp[0][j], logp[1][j])
+			}
+		}
 	}
 }
 

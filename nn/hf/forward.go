@@ -210,8 +210,13 @@ func (m *Model) linear(spans []span, l int, p Proj, y, x []float32, n int, sa *l
 		}
 		r, rows := ad.Config.Rank, hi-lo
 		u := make([]float32, rows*r)
-		tensor.Gemm(false, true, rows, r, w.Cols, 1, x[lo*w.Cols:], w.Cols, mod.A.Data(), w.Cols, 0, u, r)
-		tensor.Gemm(false, true, rows, w.Rows, r, ad.scale, u, r, mod.B.Data(), r, 1, y[lo*w.Rows:], w.Rows)
+		if mod.at != nil {
+			tensor.Gemm(false, false, rows, r, w.Cols, 1, x[lo*w.Cols:], w.Cols, mod.at, r, 0, u, r)
+			tensor.Gemm(false, false, rows, w.Rows, r, ad.scale, u, r, mod.bt, w.Rows, 1, y[lo*w.Rows:], w.Rows)
+		} else {
+			tensor.Gemm(false, true, rows, r, w.Cols, 1, x[lo*w.Cols:], w.Cols, mod.A.Data(), w.Cols, 0, u, r)
+			tensor.Gemm(false, true, rows, w.Rows, r, ad.scale, u, r, mod.B.Data(), r, 1, y[lo*w.Rows:], w.Rows)
+		}
 		if sa != nil {
 			sa.u[p] = u
 		}

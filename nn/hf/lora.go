@@ -73,6 +73,12 @@ func (c LoRAConfig) WithDefaults() LoRAConfig {
 // loraModule is one adapted projection.
 type loraModule struct {
 	A, B *nn.Param
+	// at and bt, kept by snapshots, are A and B transposed: the products
+	// of generation then pack them by copying rows instead of transposing
+	// them at every call, which took a tenth of decoding's time with an
+	// adapter at one row. The packed panels, and so the results, are the
+	// same bits either way.
+	at, bt []float32
 }
 
 // LoRA is a set of adapters over one Model. Its matrices live in an
@@ -415,9 +421,22 @@ func (ad *LoRA) Snapshot() *LoRA {
 	for l, row := range ad.mods {
 		for p, m := range row {
 			if m != nil {
-				s.mods[l][p] = &loraModule{A: frozen(m.A), B: frozen(m.B)}
+				s.mods[l][p] = &loraModule{A: frozen(m.A), B: frozen(m.B), at: transposed(m.A), bt: transposed(m.B)}
 			}
 		}
 	}
 	return s
+}
+
+// transposed returns the rows×cols matrix p transposed (cols×rows).
+func transposed(p *nn.Param) []float32 {
+	sh := p.Shape()
+	rows, cols := sh[0], sh[1]
+	src, t := p.Data(), make([]float32, rows*cols)
+	for i := range rows {
+		for j := range cols {
+			t[j*rows+i] = src[i*cols+j]
+		}
+	}
+	return t
 }
