@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/troupe-ml/troupe/internal/httpx"
 	"github.com/troupe-ml/troupe/nn/hf"
@@ -126,10 +127,13 @@ func (o *serveOptions) run(cio cmdIO, dir string) error {
 
 // server loads the model and its adapters onto one engine.
 func (o *serveOptions) server(dir, key string, log *slog.Logger) (*openai.Server, func(), error) {
+	log.Info("loading the model", "dir", dir)
+	start := time.Now()
 	base, err := hf.Load(dir)
 	if err != nil {
 		return nil, nil, err
 	}
+	log.Info("loaded the model", "dir", dir, "seconds", time.Since(start).Round(time.Millisecond).Seconds())
 	tok, err := hf.LoadTokenizer(dir)
 	if err != nil {
 		base.Close()
