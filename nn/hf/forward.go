@@ -20,6 +20,8 @@ type span struct {
 	// adapter are contiguous, so each adapter's low-rank product runs
 	// once over its rows.
 	ad *LoRA
+	// src is, for a span of kept rows (keptSpans), the span they came from.
+	src int
 }
 
 // kvCache is one sequence's keys (after RoPE) and values, per layer,
@@ -76,8 +78,12 @@ type acts struct {
 // forward runs the decoder over toks laid out as spans and returns the
 // final normed hidden states (len(toks)×Hidden). With save non-nil (one
 // adapter for all spans) it keeps what backward needs; each span's adapter
-// (may be nil) adds its LoRA deltas to its rows.
-func (m *Model) forward(toks []int, spans []span, save *acts) []float32 {
+// (may be nil) adds its LoRA deltas to its rows. With keep non-nil (rows in
+// increasing order, without save) it returns only those rows' states
+// (len(keep)×Hidden): the last layer's work after attention, most of a
+// layer, then runs on them alone, as generation needs only the rows it
+// samples from (one of a prompt's).
+func (m *Model) forward(toks []int, spans []span, save *acts, keep []int) []float32 {
 	c := m.Config
 	N, H := len(toks), c.Hidden
 	QD, KVD, I := c.QDim(), c.KVDim(), c.Intermediate
@@ -152,6 +158,12 @@ func (m *Model) forward(toks []int, spans []span, save *acts) []float32 {
 		if sa != nil {
 			sa.q, sa.k, sa.v, sa.o = q, k, v, o
 		}
+		if keep != nil && l == len(m.layers)-1 {
+			x, o, spans = pickRows(x, H, keep), pickRows(o, QD, keep), keptSpans(spans, keep)
+			N = len(keep)
+			h, rstd, tmp = h[:N*H], rstd[:N], tmp[:N*H]
+			gate, up, a = gate[:N*I], up[:N*I], a[:N*I]
+		}
 		m.linear(spans, l, OProj, tmp, o, N, sa)
 		rows(H, func(lo, hi int) { tensor.VecAdd(x[lo*H:hi*H], x[lo*H:hi*H], tmp[lo*H:hi*H]) })
 		if sa != nil {
@@ -179,6 +191,33 @@ func (m *Model) forward(toks []int, spans []span, save *acts) []float32 {
 		save.xf, save.rstdF, save.hf = x, rstd, hf
 	}
 	return hf
+}
+
+// pickRows returns rows keep of src (rows of width w), in order.
+func pickRows(src []float32, w int, keep []int) []float32 {
+	dst := make([]float32, len(keep)*w)
+	for i, r := range keep {
+		copy(dst[i*w:(i+1)*w], src[r*w:(r+1)*w])
+	}
+	return dst
+}
+
+// keptSpans lays out rows keep (increasing) of spans as spans of their
+// own, each run of kept rows of one span a span with its adapter.
+func keptSpans(spans []span, keep []int) []span {
+	var out []span
+	s := 0
+	for i, r := range keep {
+		for r >= spans[s].off+spans[s].n {
+			s++
+		}
+		if n := len(out); n > 0 && out[n-1].src == s {
+			out[n-1].n++
+			continue
+		}
+		out = append(out, span{off: i, n: 1, ad: spans[s].ad, src: s})
+	}
+	return out
 }
 
 // rowGrain is the fewest elements of row-wise work worth a goroutine.

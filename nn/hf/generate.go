@@ -58,7 +58,12 @@ func (d decoder) Step(batch []textgen.Input, logp []float32) error {
 			ads = append(ads, ad)
 		}
 	}
-	hf := d.m.forward(toks, spans, nil)
+	// Only the rows that give logits go through the last layer's end.
+	keep := append([]int{}, rows...)
+	for i := range rows {
+		rows[i] = i
+	}
+	hf := d.m.forward(toks, spans, nil, keep)
 	d.m.lastLogProbs(logp, hf, rows, ads)
 	return nil
 }

@@ -138,7 +138,7 @@ func (m *Model) TokenLogProbs(ad *LoRA, seqs []Seq) ([][]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	hf := m.forward(toks, withAdapter(spans, ad), nil)
+	hf := m.forward(toks, withAdapter(spans, ad), nil, nil)
 	logp, _ := m.scoreRows(ad, hf, rows, targets, false)
 	return splitSeqs(logp, seqs), nil
 }
@@ -175,7 +175,7 @@ func (m *Model) ForwardBackward(ad *LoRA, seqs []Seq, loss func(logp [][]float32
 		return 0, err
 	}
 	var save acts
-	hf := m.forward(toks, withAdapter(spans, ad), &save)
+	hf := m.forward(toks, withAdapter(spans, ad), &save, nil)
 	logp, lsm := m.scoreRows(ad, hf, rows, targets, true)
 	l, grad := loss(splitSeqs(logp, seqs))
 	if math.IsNaN(l) || math.IsInf(l, 0) {
