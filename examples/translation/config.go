@@ -59,7 +59,8 @@ type Config struct {
 	// starts: the small one for agents 1 and 3, each trained through LoRA.
 	SmallModelDir string  `key:"small-model-dir"`
 	LargeModelDir string  `key:"large-model-dir"`
-	LoRALR        float64 `key:"lora-lr"` // AdamW learning rate of their LoRA adapters (rank 16)
+	LoRALR        float64 `key:"lora-lr"`       // AdamW learning rate of the small one's LoRA adapter (rank 16)
+	LoRALRLarge   float64 `key:"lora-lr-large"` // and of the larger one's
 	// -export-hf's Qwen3-shaped models (hidden width, layers; both roles)
 	// and their warm starts' steps (small; larger), on the warm start's data.
 	HFDim        int `key:"hf-dim"`
@@ -78,7 +79,7 @@ func DefaultConfig() Config {
 		MaxEn: 48, MaxZh: 24, EvalSplit: "test",
 		WarmSteps: 4000, CopySteps: 1500, LargeWarmSteps: 1000, WarmBatch: 16, WarmLR: 3e-3, FinalFrac: 0.4, Pseudo: 0.5,
 		Steps: 100, Batch: 4, Repeats: 8, RLLR: 0.05, RLLRLarge: 0.1, KLSmall: 0.2, KLLarge: 0.1, HardFrac: 0.5, RLTemp: 1, RLTempLarge: 0.5,
-		LoRALR: 3e-4, HFDim: 128, HFLayers: 3, HFSteps: 2000, HFLargeSteps: 700,
+		LoRALR: 1e-3, LoRALRLarge: 3e-4, HFDim: 128, HFLayers: 3, HFSteps: 2000, HFLargeSteps: 700,
 		Seed: 1,
 	}
 }
@@ -196,7 +197,7 @@ func (c *Config) check() error {
 			return fmt.Errorf("%s is a fraction in [0, 1], got %g", k, v)
 		}
 	}
-	if c.RLLR < 0 || c.RLLRLarge < 0 || c.LoRALR < 0 || c.KLSmall < 0 || c.KLLarge < 0 || c.RLTemp < 0 || c.RLTempLarge < 0 {
+	if c.RLLR < 0 || c.RLLRLarge < 0 || c.LoRALR < 0 || c.LoRALRLarge < 0 || c.KLSmall < 0 || c.KLLarge < 0 || c.RLTemp < 0 || c.RLTempLarge < 0 {
 		return fmt.Errorf("learning rates, KL coefficients and temperatures must be at least 0")
 	}
 	if (c.SmallModelDir == "") != (c.LargeModelDir == "") {

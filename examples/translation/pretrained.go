@@ -96,14 +96,14 @@ func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), er
 				return nil, nil, err
 			}
 		}
-		kl := [2]float64{o.KLSmall, o.KLLarge}[i]
-		m, pol, err := newHFModel(name, l.base, l.tok, o.Seed+uint64(i), o.LoRALR, kl, i == 1)
+		kl, lr := [2]float64{o.KLSmall, o.KLLarge}[i], [2]float64{o.LoRALR, o.LoRALRLarge}[i]
+		m, pol, err := newHFModel(name, l.base, l.tok, o.Seed+uint64(i), lr, kl, i == 1)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s model %s: %w", name, dir, err)
 		}
 		w.models[i] = m
 		w.dec[i] = hfDecoder(l.base, l.tok, pol.Adapter)
-		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections, AdamW %g, KL β %g to the base", name, dir, l.base.Config.Arch, l.base.Config.NumParams(), o.LoRALR, kl)
+		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections, AdamW %g, KL β %g to the base", name, dir, l.base.Config.Arch, l.base.Config.NumParams(), lr, kl)
 	}
 	return w, closeAll, nil
 }
