@@ -236,20 +236,13 @@ func gemmParallel(kern *gemmKernel, threads int, transA, transB bool, m, n, k in
 // runs fn on each range [lo, hi) in its own goroutine, waiting for all.
 func splitTiles(tiles, tile, size, workers int, fn func(lo, hi int)) {
 	nw := min(workers, tiles)
-	var wg sync.WaitGroup
-	for w := 0; w < nw; w++ {
+	parallel(nw, func(w int) {
 		lo := tiles * w / nw * tile
 		hi := min(tiles*(w+1)/nw*tile, size)
-		if lo >= hi {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		if lo < hi {
 			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
+		}
+	})
 }
 
 // gemmSerial is the blocked, packed product on the calling goroutine. The

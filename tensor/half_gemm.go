@@ -391,20 +391,14 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 		return
 	}
 	tn := n / hp.gemvR
-	var wg sync.WaitGroup
-	for w := 0; w < nw; w++ {
+	parallel(nw, func(w int) {
 		j0 := tn * w / nw * hp.gemvR
 		j1 := tn * (w + 1) / nw * hp.gemvR
 		if w == nw-1 {
 			j1 = n
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			gemvHalfSerial(hp, m, j1-j0, k, alpha, a, lda, xk, ldxk, b[j0*ldb:], ldb, f, beta, c[j0:], ldc)
-		}()
-	}
-	wg.Wait()
+		gemvHalfSerial(hp, m, j1-j0, k, alpha, a, lda, xk, ldxk, b[j0*ldb:], ldb, f, beta, c[j0:], ldc)
+	})
 }
 
 // gemvXBytes bounds the bytes of x one matrix-vector kernel call reads:
