@@ -402,7 +402,8 @@ func writeFileAtomic(path string, write func(*os.File) error) error {
 // sequences that must keep sampling from one version while the adapter
 // trains: a generation engine binds each request to the snapshot that was
 // current when it started. The copy has no Store (it cannot be trained or
-// saved) and no gradients; it costs the adapter's parameters in memory.
+// saved) and no gradients; it costs the adapter's parameters in memory
+// twice over (they are kept transposed as well, for generation's products).
 // The caller makes sure that no optimizer step writes the adapter while it
 // is copied.
 func (ad *LoRA) Snapshot() *LoRA {
