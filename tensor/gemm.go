@@ -61,23 +61,16 @@ func gemmBatchedWith(kern *gemmKernel, threads int, transA, transB bool, batch, 
 	flops := m * n * max(k, 1)
 	if threads > 1 && batch > 1 && flops < parallelMinFlops*threads {
 		// Small products: spread whole products over the goroutines.
-		nw := min(threads, batch)
-		var wg sync.WaitGroup
 		var next atomic.Int64
-		for w := 0; w < nw; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= batch {
-						return
-					}
-					gemmSerial(kern, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+		parallel(min(threads, batch), func(int) {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= batch {
+					return
 				}
-			}()
-		}
-		wg.Wait()
+				gemmSerial(kern, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+			}
+		})
 		return
 	}
 	for i := 0; i < batch; i++ {

@@ -8,18 +8,18 @@ import (
 )
 
 // Work sizes (in elements) below which a row-wise kernel stays on the calling
-// goroutine. Starting a goroutine costs about a microsecond; these keep each
-// worker busy for tens of microseconds, so splitting only happens when it
-// pays (see benchmarks/kernels_test.go, the Parallel/Serial pairs).
+// goroutine. Handing a part to another thread costs microseconds; these keep
+// each worker busy for tens of microseconds, so splitting only happens when
+// it pays (see benchmarks/kernels_test.go, the Parallel/Serial pairs).
 const (
 	kParMinTranscendental = 1 << 15 // exp/tanh per element (softmax, GELU)
 	kParMinStreaming      = 1 << 17 // a few flops per element (layer norm)
 )
 
-// kParallelRows splits rows into contiguous chunks and runs fn on each chunk,
-// one goroutine per chunk, using at most Threads() workers and only as many
-// as keep minWork elements (rows·cols) per worker. fn receives the worker
-// index and its half-open row range.
+// kParallelRows splits rows into contiguous chunks and runs fn on the chunks
+// at once (parallel), using at most Threads() workers and only as many as
+// keep minWork elements (rows·cols) per worker. fn receives the worker index
+// and its half-open row range.
 func kParallelRows(rows, cols, minWork int, fn func(w, lo, hi int)) {
 	w := kWorkers(rows, cols, minWork)
 	if w <= 1 {
@@ -30,9 +30,9 @@ func kParallelRows(rows, cols, minWork int, fn func(w, lo, hi int)) {
 	parallel((rows+chunk-1)/chunk, func(i int) { fn(i, i*chunk, min((i+1)*chunk, rows)) })
 }
 
-// ParallelRows runs fn over rows split into contiguous chunks, one goroutine
-// per chunk, with at most Threads() workers and only as many as keep
-// minWork elements (rows·cols) per worker; fn receives the worker index
+// ParallelRows runs fn over rows split into contiguous chunks, the chunks at
+// once, with at most Threads() workers and only as many as keep minWork
+// elements (rows·cols) per worker; fn receives the worker index
 // (below Threads()) and its half-open row range. It is how this package's
 // row-wise kernels parallelise, exported for ops built on them.
 func ParallelRows(rows, cols, minWork int, fn func(w, lo, hi int)) {

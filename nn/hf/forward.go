@@ -20,8 +20,6 @@ type span struct {
 	// adapter are contiguous, so each adapter's low-rank product runs
 	// once over its rows.
 	ad *LoRA
-	// src is, for a span of kept rows (keptSpans), the span they came from.
-	src int
 }
 
 // kvCache is one sequence's keys (after RoPE) and values, per layer,
@@ -206,16 +204,17 @@ func pickRows(src []float32, w int, keep []int) []float32 {
 // own, each run of kept rows of one span a span with its adapter.
 func keptSpans(spans []span, keep []int) []span {
 	var out []span
-	s := 0
+	s, last := 0, -1 // the span of keep's row, and of out's last span
 	for i, r := range keep {
 		for r >= spans[s].off+spans[s].n {
 			s++
 		}
-		if n := len(out); n > 0 && out[n-1].src == s {
-			out[n-1].n++
+		if s == last {
+			out[len(out)-1].n++
 			continue
 		}
-		out = append(out, span{off: i, n: 1, ad: spans[s].ad, src: s})
+		out = append(out, span{off: i, n: 1, ad: spans[s].ad})
+		last = s
 	}
 	return out
 }
@@ -249,13 +248,14 @@ func (m *Model) linear(spans []span, l int, p Proj, y, x []float32, n int, sa *l
 		}
 		r, rows := ad.Config.Rank, hi-lo
 		u := make([]float32, rows*r)
+		// A (r×Cols) and B (Rows×r), or a snapshot's copies of them
+		// transposed.
+		a, b, trans, lda, ldb := mod.A.Data(), mod.B.Data(), true, w.Cols, r
 		if mod.at != nil {
-			tensor.Gemm(false, false, rows, r, w.Cols, 1, x[lo*w.Cols:], w.Cols, mod.at, r, 0, u, r)
-			tensor.Gemm(false, false, rows, w.Rows, r, ad.scale, u, r, mod.bt, w.Rows, 1, y[lo*w.Rows:], w.Rows)
-		} else {
-			tensor.Gemm(false, true, rows, r, w.Cols, 1, x[lo*w.Cols:], w.Cols, mod.A.Data(), w.Cols, 0, u, r)
-			tensor.Gemm(false, true, rows, w.Rows, r, ad.scale, u, r, mod.B.Data(), r, 1, y[lo*w.Rows:], w.Rows)
+			a, b, trans, lda, ldb = mod.at, mod.bt, false, r, w.Rows
 		}
+		tensor.Gemm(false, trans, rows, r, w.Cols, 1, x[lo*w.Cols:], w.Cols, a, lda, 0, u, r)
+		tensor.Gemm(false, trans, rows, w.Rows, r, ad.scale, u, r, b, ldb, 1, y[lo*w.Rows:], w.Rows)
 		if sa != nil {
 			sa.u[p] = u
 		}

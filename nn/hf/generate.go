@@ -45,8 +45,11 @@ func (d decoder) NewCache(capacity int) textgen.Cache { return newKVCache(d.m.Co
 
 // Step implements textgen.Decoder.
 func (d decoder) Step(batch []textgen.Input, logp []float32) error {
-	var toks, rows []int
-	var ads []*LoRA // each row's adapter
+	var toks []int
+	// keep: the rows that give logits, the only ones that go through the
+	// last layer's end (empty, not nil, when none does).
+	keep := make([]int, 0, len(batch))
+	var ads []*LoRA // each kept row's adapter
 	spans := make([]span, len(batch))
 	for i, in := range batch {
 		kc := in.Cache.(*kvCache)
@@ -54,17 +57,12 @@ func (d decoder) Step(batch []textgen.Input, logp []float32) error {
 		spans[i] = span{off: len(toks), n: len(in.Tokens), pos0: kc.Len(), cache: kc, ad: ad}
 		toks = append(toks, in.Tokens...)
 		if in.Logits {
-			rows = append(rows, len(toks)-1)
+			keep = append(keep, len(toks)-1)
 			ads = append(ads, ad)
 		}
 	}
-	// Only the rows that give logits go through the last layer's end.
-	keep := append([]int{}, rows...)
-	for i := range rows {
-		rows[i] = i
-	}
 	hf := d.m.forward(toks, spans, nil, keep)
-	d.m.lastLogProbs(logp, hf, rows, ads)
+	d.m.lastLogProbs(logp, hf, ads)
 	return nil
 }
 
@@ -81,24 +79,20 @@ func (d adapterDecoder) Step(batch []textgen.Input, logp []float32) error {
 	return d.Decoder.Step(batch, logp)
 }
 
-// lastLogProbs writes the log-softmax over the vocabulary of hf's rows into
-// out (len(rows)×Vocab), each row projected by its adapter's (ads[i])
-// output projection: the rows of one adapter are contiguous, so each
-// projection runs once over its run of rows.
-func (m *Model) lastLogProbs(out, hf []float32, rows []int, ads []*LoRA) {
+// lastLogProbs writes the log-softmax over the vocabulary of hf's rows
+// (len(ads)×Hidden) into out (len(ads)×Vocab), each row projected by its
+// adapter's (ads[i]) output projection: the rows of one adapter are
+// contiguous, so each projection runs once over its run of rows.
+func (m *Model) lastLogProbs(out, hf []float32, ads []*LoRA) {
 	c := m.Config
 	H, V := c.Hidden, c.Vocab
-	x := make([]float32, len(rows)*H)
-	for i, r := range rows {
-		copy(x[i*H:(i+1)*H], hf[r*H:(r+1)*H])
-	}
-	for lo := 0; lo < len(rows); {
+	for lo := 0; lo < len(ads); {
 		hi := lo + 1
-		for hi < len(rows) && ads[hi].headParam() == ads[lo].headParam() {
+		for hi < len(ads) && ads[hi].headParam() == ads[lo].headParam() {
 			hi++
 		}
-		m.headMatrix(ads[lo]).MulT(out[lo*V:hi*V], x[lo*H:hi*H], hi-lo, 0)
+		m.headMatrix(ads[lo]).MulT(out[lo*V:hi*V], hf[lo*H:hi*H], hi-lo, 0)
 		lo = hi
 	}
-	tensor.LogSoftmaxRows(out, out, len(rows), V)
+	tensor.LogSoftmaxRows(out, out, len(ads), V)
 }
