@@ -61,15 +61,8 @@ func gemmBatchedWith(kern *gemmKernel, threads int, transA, transB bool, batch, 
 	flops := m * n * max(k, 1)
 	if threads > 1 && batch > 1 && flops < parallelMinFlops*threads {
 		// Small products: spread whole products over the goroutines.
-		var next atomic.Int64
-		parallel(min(threads, batch), func(int) {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= batch {
-					return
-				}
-				gemmSerial(kern, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
-			}
+		parallelPieces(threads, batch, func(i int) {
+			gemmSerial(kern, transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
 		})
 		return
 	}

@@ -420,3 +420,20 @@ func TestParallelFor(t *testing.T) {
 		}
 	}
 }
+
+func TestParallelPieces(t *testing.T) {
+	for _, tt := range []struct{ nw, pieces int }{{1, 5}, {2, 8}, {3, 100}, {4, 2}, {2, 0}} {
+		var mu sync.Mutex
+		seen := make([]int, tt.pieces)
+		parallelPieces(tt.nw, tt.pieces, func(p int) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[p]++
+		})
+		for i, c := range seen {
+			if c != 1 {
+				t.Errorf("%d workers, %d pieces: piece %d ran %d times", tt.nw, tt.pieces, i, c)
+			}
+		}
+	}
+}

@@ -366,8 +366,8 @@ func packTransposeHalfGo(panel []float32, src []uint16, ld, w, width, kb int, f 
 }
 
 // gemvHalfParallel is the matrix-vector path for transB (C = A·Bᵀ, B n×k)
-// with few rows: B's rows are split into contiguous ranges, one goroutine
-// each, when the product is large enough to pay for the goroutines.
+// with few rows: B's rows are split over the threads when the product is
+// large enough to pay for them.
 func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a []float32, lda int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
 	// x as the kernel reads it: A itself, or a reordered copy of the part
 	// the kernel covers.
@@ -390,16 +390,25 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 		gemvHalfSerial(hp, m, n, k, alpha, a, lda, xk, ldxk, b, ldb, f, beta, c, ldc)
 		return
 	}
+	// B's rows in pieces of whole blocks of gemvR, gemvPieces a worker,
+	// that the workers take in turn: a worker that starts late (a thread
+	// woken, a vCPU the hypervisor preempted) leaves its share to the
+	// others instead of holding up the region.
 	tn := n / hp.gemvR
-	parallel(nw, func(w int) {
-		j0 := tn * w / nw * hp.gemvR
-		j1 := tn * (w + 1) / nw * hp.gemvR
-		if w == nw-1 {
+	pieces := min(tn, nw*gemvPieces, n*k/(gemvParMinWeights/gemvPieces))
+	parallelPieces(nw, pieces, func(p int) {
+		j0 := tn * p / pieces * hp.gemvR
+		j1 := tn * (p + 1) / pieces * hp.gemvR
+		if p == pieces-1 {
 			j1 = n
 		}
 		gemvHalfSerial(hp, m, j1-j0, k, alpha, a, lda, xk, ldxk, b[j0*ldb:], ldb, f, beta, c[j0:], ldc)
 	})
 }
+
+// gemvPieces is how many pieces a worker's share of a parallel
+// matrix-vector product is cut into.
+const gemvPieces = 4
 
 // gemvXBytes bounds the bytes of x one matrix-vector kernel call reads:
 // half of a 48 KiB L1 data cache, leaving the rest to the rows of w.

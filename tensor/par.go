@@ -98,6 +98,25 @@ func parallel(n int, fn func(i int)) {
 	}
 }
 
+// parallelPieces runs fn(0), …, fn(pieces-1) on nw workers (the calling
+// goroutine and nw-1 of the team), each taking the next piece from a shared
+// counter until none is left. With more pieces than workers a worker that
+// starts late or runs slow (a woken thread, a vCPU the hypervisor
+// preempts) leaves its share to the others instead of holding up the
+// region.
+func parallelPieces(nw, pieces int, fn func(piece int)) {
+	var next atomic.Int32
+	parallel(min(nw, pieces), func(int) {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= pieces {
+				return
+			}
+			fn(i)
+		}
+	})
+}
+
 // teamSpin is how long a team worker waits for work before it sleeps.
 const teamSpin = 200 * time.Microsecond
 
