@@ -192,8 +192,13 @@ func aligned(n int) []float32 {
 // gemmParallel splits a product over up to threads goroutines along M or N
 // (whichever has more micro-tiles), each running gemmSerial on its slab.
 func gemmParallel(kern *gemmKernel, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gemmParallelFrom(kern, threads, transA, m, n, k, alpha, a, lda, bSource{trans: transB, b: b, ldb: ldb}, beta, c, ldc)
+}
+
+// gemmParallelFrom is gemmParallel with op(B) from src.
+func gemmParallelFrom(kern *gemmKernel, threads int, transA bool, m, n, k int, alpha float32, a []float32, lda int, src bSource, beta float32, c []float32, ldc int) {
 	if threads <= 1 || m*n*max(k, 1) < parallelMinFlops {
-		gemmSerial(kern, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		gemmSerialFrom(kern, transA, m, n, k, alpha, a, lda, src, beta, c, ldc)
 		return
 	}
 	tm := (m + kern.mr - 1) / kern.mr
@@ -204,16 +209,12 @@ func gemmParallel(kern *gemmKernel, threads int, transA, transB bool, m, n, k in
 			if transA {
 				aOff = i0
 			}
-			gemmSerial(kern, transA, transB, i1-i0, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+			gemmSerialFrom(kern, transA, i1-i0, n, k, alpha, a[aOff:], lda, src, beta, c[i0*ldc:], ldc)
 		})
 		return
 	}
 	splitTiles(tn, kern.nr, n, threads, func(j0, j1 int) {
-		bOff := j0
-		if transB {
-			bOff = j0 * ldb
-		}
-		gemmSerial(kern, transA, transB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, beta, c[j0:], ldc)
+		gemmSerialFrom(kern, transA, m, j1-j0, k, alpha, a, lda, src.from(j0), beta, c[j0:], ldc)
 	})
 }
 
@@ -234,6 +235,37 @@ func splitTiles(tiles, tile, size, workers int, fn func(lo, hi int)) {
 // gemmSerial is the blocked, packed product on the calling goroutine. The
 // arguments have been checked.
 func gemmSerial(kern *gemmKernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gemmSerialFrom(kern, transA, m, n, k, alpha, a, lda, bSource{trans: transB, b: b, ldb: ldb}, beta, c, ldc)
+}
+
+// bSource is where gemmSerialFrom takes op(B)'s panels from: packed from
+// b (row stride ldb, transposed if trans) as it goes, or, with packed set,
+// from a PackedB's panels starting at column j0.
+type bSource struct {
+	trans  bool
+	b      []float32
+	ldb    int
+	packed *PackedB
+	j0     int
+}
+
+// from is the source of op(B)'s columns from j0 on.
+func (src bSource) from(j0 int) bSource {
+	switch {
+	case src.packed != nil:
+		src.j0 += j0
+	case src.trans:
+		src.b = src.b[j0*src.ldb:]
+	default:
+		src.b = src.b[j0:]
+	}
+	return src
+}
+
+// gemmSerialFrom is gemmSerial with op(B) from src. Each element of C
+// takes the same operations in the same order whichever the source and
+// whichever columns the call covers: a PackedB gives Gemm's bits.
+func gemmSerialFrom(kern *gemmKernel, transA bool, m, n, k int, alpha float32, a []float32, lda int, src bSource, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -252,11 +284,18 @@ func gemmSerial(kern *gemmKernel, transA, transB bool, m, n, k int, alpha float3
 			if pc > 0 {
 				betaP = 1
 			}
-			packB(buf.b, transB, b, ldb, pc, jc, kb, nb, nr)
+			bb := buf
+			if pb := src.packed; pb != nil {
+				// Block pc's panels follow the pc rows of those before it.
+				off := pc*pb.nR + (src.j0+jc)*kb
+				bb = &gemmBuf{a: buf.a, b: pb.data[off : off+(nb+nr-1)/nr*nr*kb], tmp: buf.tmp}
+			} else {
+				packB(buf.b, src.trans, src.b, src.ldb, pc, jc, kb, nb, nr)
+			}
 			for ic := 0; ic < m; ic += kern.mc {
 				mb := min(kern.mc, m-ic)
 				packA(buf.a, transA, a, lda, ic, pc, mb, kb, mr, kern.packAT)
-				macroKernel(kern, buf, mb, nb, kb, alpha, betaP, c[ic*ldc+jc:], ldc)
+				macroKernel(kern, bb, mb, nb, kb, alpha, betaP, c[ic*ldc+jc:], ldc)
 			}
 		}
 	}
@@ -470,22 +509,26 @@ func checkGemmNamed(fn string, transA, transB bool, m, n, k int, a []float32, ld
 	if transB {
 		br, bc = n, k
 	}
-	need := func(name string, rows, cols, ld int, s []float32) {
-		if ld < max(cols, 1) {
-			panic(fmt.Sprintf("tensor: %s: %s is %d×%d but leading dimension is %d (want ≥ %d) in m=%d n=%d k=%d product", fn, name, rows, cols, ld, max(cols, 1), m, n, k))
-		}
-		if rows == 0 || cols == 0 || m == 0 || n == 0 {
-			return
-		}
-		want := (rows-1)*ld + cols
-		if s == nil {
-			panic(fmt.Sprintf("tensor: %s: %s is nil but must be %d×%d (ld %d) in m=%d n=%d k=%d product", fn, name, rows, cols, ld, m, n, k))
-		}
-		if len(s) < want {
-			panic(fmt.Sprintf("tensor: %s: %s is %d×%d with ld %d, needs %d elements, has %d", fn, name, rows, cols, ld, want, len(s)))
-		}
+	checkOperand(fn, "A", ar, ac, lda, a, m, n, k)
+	checkOperand(fn, "B", br, bc, ldb, b, m, n, k)
+	checkOperand(fn, "C", m, n, ldc, c, m, n, k)
+}
+
+// checkOperand panics unless s holds a rows×cols matrix of row stride ld,
+// operand name of function fn's m×n×k product (an empty product needs no
+// data).
+func checkOperand(fn, name string, rows, cols, ld int, s []float32, m, n, k int) {
+	if ld < max(cols, 1) {
+		panic(fmt.Sprintf("tensor: %s: %s is %d×%d but leading dimension is %d (want ≥ %d) in m=%d n=%d k=%d product", fn, name, rows, cols, ld, max(cols, 1), m, n, k))
 	}
-	need("A", ar, ac, lda, a)
-	need("B", br, bc, ldb, b)
-	need("C", m, n, ldc, c)
+	if rows == 0 || cols == 0 || m == 0 || n == 0 {
+		return
+	}
+	want := (rows-1)*ld + cols
+	if s == nil {
+		panic(fmt.Sprintf("tensor: %s: %s is nil but must be %d×%d (ld %d) in m=%d n=%d k=%d product", fn, name, rows, cols, ld, m, n, k))
+	}
+	if len(s) < want {
+		panic(fmt.Sprintf("tensor: %s: %s is %d×%d with ld %d, needs %d elements, has %d", fn, name, rows, cols, ld, want, len(s)))
+	}
 }

@@ -29,6 +29,25 @@ func ExampleGemm() {
 	// Output: [9 7 15 10]
 }
 
+// ExamplePackB packs a low-rank factor once and multiplies one row at a
+// time by it, as decoding with a LoRA adapter does: the results are
+// Gemm's, without packing B at every call.
+func ExamplePackB() {
+	a := []float32{ // 2×3 (rank 2, 3 inputs); op(B) = Aᵀ is 3×2
+		1, 0, 2,
+		0, 1, -1,
+	}
+	pa := tensor.PackB(true, 3, 2, a, 3)
+	for _, x := range [][]float32{{1, 2, 3}, {0, 0, 1}} {
+		u := make([]float32, 2)
+		tensor.GemmPacked(false, 1, 1, x, 3, pa, 0, u, 2)
+		fmt.Println(u)
+	}
+	// Output:
+	// [7 -1]
+	// [2 -1]
+}
+
 // ExampleInstall makes troupe's Gemm the BLAS behind Gorgonia's Mul.
 func ExampleInstall() {
 	tensor.Install()

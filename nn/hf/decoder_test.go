@@ -68,7 +68,7 @@ func TestMultiAdapterBatch(t *testing.T) {
 	}
 }
 
-// TestSnapshotSameBits: a snapshot (whose products read transposed copies
+// TestSnapshotSameBits: a snapshot (whose products read packed copies
 // of the adapter's matrices) gives the bits of the live adapter, at one
 // row (decoding) and at prompts of several lengths.
 func TestSnapshotSameBits(t *testing.T) {

@@ -248,14 +248,15 @@ func (m *Model) linear(spans []span, l int, p Proj, y, x []float32, n int, sa *l
 		}
 		r, rows := ad.Config.Rank, hi-lo
 		u := make([]float32, rows*r)
-		// A (r×Cols) and B (Rows×r), or a snapshot's copies of them
-		// transposed.
-		a, b, trans, lda, ldb := mod.A.Data(), mod.B.Data(), true, w.Cols, r
-		if mod.at != nil {
-			a, b, trans, lda, ldb = mod.at, mod.bt, false, r, w.Rows
+		// u = x·Aᵀ (A r×Cols), y += scale·u·Bᵀ (B Rows×r); a snapshot has
+		// Aᵀ and Bᵀ packed already, for the same bits.
+		if mod.pa != nil {
+			tensor.GemmPacked(false, rows, 1, x[lo*w.Cols:], w.Cols, mod.pa, 0, u, r)
+			tensor.GemmPacked(false, rows, ad.scale, u, r, mod.pb, 1, y[lo*w.Rows:], w.Rows)
+		} else {
+			tensor.Gemm(false, true, rows, r, w.Cols, 1, x[lo*w.Cols:], w.Cols, mod.A.Data(), w.Cols, 0, u, r)
+			tensor.Gemm(false, true, rows, w.Rows, r, ad.scale, u, r, mod.B.Data(), r, 1, y[lo*w.Rows:], w.Rows)
 		}
-		tensor.Gemm(false, trans, rows, r, w.Cols, 1, x[lo*w.Cols:], w.Cols, a, lda, 0, u, r)
-		tensor.Gemm(false, trans, rows, w.Rows, r, ad.scale, u, r, b, ldb, 1, y[lo*w.Rows:], w.Rows)
 		if sa != nil {
 			sa.u[p] = u
 		}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/troupe-ml/troupe/tensor"
+
 	ts "gorgonia.org/tensor"
 
 	"github.com/troupe-ml/troupe/nn"
@@ -73,12 +75,11 @@ func (c LoRAConfig) WithDefaults() LoRAConfig {
 // loraModule is one adapted projection.
 type loraModule struct {
 	A, B *nn.Param
-	// at and bt, kept by snapshots, are A and B transposed: the products
-	// of generation then pack them by copying rows instead of transposing
-	// them at every call, which took a tenth of decoding's time with an
-	// adapter at one row. The packed panels, and so the results, are the
+	// pa and pb, kept by snapshots, are Aᵀ and Bᵀ packed for the
+	// products' kernels: packing them at every call took a tenth of
+	// decoding's time with an adapter at one row. The results are the
 	// same bits either way.
-	at, bt []float32
+	pa, pb *tensor.PackedB
 }
 
 // LoRA is a set of adapters over one Model. Its matrices live in an
@@ -402,8 +403,8 @@ func writeFileAtomic(path string, write func(*os.File) error) error {
 // sequences that must keep sampling from one version while the adapter
 // trains: a generation engine binds each request to the snapshot that was
 // current when it started. The copy has no Store (it cannot be trained or
-// saved) and no gradients; it costs the adapter's parameters in memory
-// twice over (they are kept transposed as well, for generation's products).
+// saved) and no gradients; it takes two to three times the adapter's
+// memory (a copy, and the copy packed for generation's products).
 // The caller makes sure that no optimizer step writes the adapter while it
 // is copied.
 func (ad *LoRA) Snapshot() *LoRA {
@@ -422,22 +423,13 @@ func (ad *LoRA) Snapshot() *LoRA {
 	for l, row := range ad.mods {
 		for p, m := range row {
 			if m != nil {
-				s.mods[l][p] = &loraModule{A: frozen(m.A), B: frozen(m.B), at: transposed(m.A), bt: transposed(m.B)}
+				a, b := frozen(m.A), frozen(m.B)
+				r := a.Shape()[0]
+				s.mods[l][p] = &loraModule{A: a, B: b,
+					pa: tensor.PackB(true, a.Shape()[1], r, a.Data(), a.Shape()[1]),
+					pb: tensor.PackB(true, r, b.Shape()[0], b.Data(), r)}
 			}
 		}
 	}
 	return s
-}
-
-// transposed returns the rows×cols matrix p transposed (cols×rows).
-func transposed(p *nn.Param) []float32 {
-	sh := p.Shape()
-	rows, cols := sh[0], sh[1]
-	src, t := p.Data(), make([]float32, rows*cols)
-	for i := range rows {
-		for j := range cols {
-			t[j*rows+i] = src[i*cols+j]
-		}
-	}
-	return t
 }
