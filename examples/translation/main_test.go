@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -612,5 +613,24 @@ func TestServersMode(t *testing.T) {
 		if acc := srv.Accounting(); acc.Ended == 0 || acc.TrainedEpisodes == 0 {
 			t.Errorf("server %d: %+v: want episodes ended and trained", i, acc)
 		}
+	}
+}
+
+// TestPortInUse: a port that is taken is an error naming it, after the
+// server already started is closed (it was a nil-pointer panic).
+func TestPortInUse(t *testing.T) {
+	if _, err := corpus.Ensure(); errors.Is(err, corpus.ErrNoNetwork) {
+		t.Skip(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	o := quickOptions(t, t.TempDir(), "-ports", fmt.Sprintf("0,%d", port))
+	_, err = run(o)
+	if err == nil || !strings.Contains(err.Error(), "server 1") || !strings.Contains(err.Error(), "use -ports") {
+		t.Fatalf("run with port %d taken: %v, want an error naming server 1 and -ports", port, err)
 	}
 }

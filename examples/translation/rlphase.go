@@ -31,12 +31,16 @@ import (
 // rlServers are the RL phase's local swarm servers (none with -servers) and
 // agents 1, 2 and 3's clients.
 type rlServers struct {
-	local    []*swarm.Server
-	clients  []*client.Client
-	perRound [2]int64 // train episodes each local server gets per GRPO round
+	local     []*swarm.Server
+	listeners []net.Listener
+	clients   []*client.Client
+	perRound  [2]int64 // train episodes each local server gets per GRPO round
 }
 
 func (s *rlServers) close() {
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
 	for _, srv := range slices.Backward(s.local) {
 		srv.Close()
 	}
@@ -44,8 +48,10 @@ func (s *rlServers) close() {
 
 // startServers starts the small and the larger model's servers on -ports,
 // or connects to -servers.
-func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
-	s = &rlServers{}
+func (o *options) startServers(e *env, w *warmed) (_ *rlServers, err error) {
+	// Not the named result: an error return sets that to nil before the
+	// deferred close runs.
+	s := &rlServers{}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -85,8 +91,10 @@ func (o *options) startServers(e *env, w *warmed) (s *rlServers, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("server %d: %w (use -ports)", i, err)
 			}
+			s.listeners = append(s.listeners, ln)
 			go http.Serve(ln, srv.Handler())
 			if err := srv.Start(); err != nil {
+				srv.Close()
 				return nil, err
 			}
 			s.local = append(s.local, srv)
