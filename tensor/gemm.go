@@ -275,6 +275,7 @@ func gemmSerialFrom(kern *gemmKernel, transA bool, m, n, k int, alpha float32, a
 	}
 	buf := kern.getBuf()
 	defer kern.pool.Put(buf)
+	packed := gemmBuf{a: buf.a, tmp: buf.tmp} // buf with a PackedB's panels
 	mr, nr := kern.mr, kern.nr
 	for jc := 0; jc < n; jc += kern.nc {
 		nb := min(kern.nc, n-jc)
@@ -288,7 +289,8 @@ func gemmSerialFrom(kern *gemmKernel, transA bool, m, n, k int, alpha float32, a
 			if pb := src.packed; pb != nil {
 				// Block pc's panels follow the pc rows of those before it.
 				off := pc*pb.nR + (src.j0+jc)*kb
-				bb = &gemmBuf{a: buf.a, b: pb.data[off : off+(nb+nr-1)/nr*nr*kb], tmp: buf.tmp}
+				packed.b = pb.data[off : off+(nb+nr-1)/nr*nr*kb]
+				bb = &packed
 			} else {
 				packB(buf.b, src.trans, src.b, src.ldb, pc, jc, kb, nb, nr)
 			}

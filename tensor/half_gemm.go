@@ -437,8 +437,9 @@ func pairOrder(dst, src []float32, bs int) {
 // k from A. B's rows go in chunks of at most gemvChunk (whole blocks of
 // gemvR) and about 96 KiB; the kernel runs on each chunk once per group of
 // at most gemvM rows of x (fewer for a long k: gemvXBytes), so a chunk is
-// read from memory once and from L2 by the later groups. The rows past the last whole block reuse the kernel
-// on the final gemvR rows (recomputing some) when n ≥ gemvR.
+// read from memory once and from L2 by the later groups. The rows past the
+// last whole block reuse the kernel on the final gemvR rows (recomputing
+// some) when n ≥ gemvR.
 func gemvHalfSerial(hp *halfPath, m, n, k int, alpha float32, a []float32, lda int, xk []float32, ldxk int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
 	const gemvChunk = 512
 	// Each call's rows of x are read once per row of w: fewer of them when

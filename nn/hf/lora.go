@@ -11,12 +11,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/troupe-ml/troupe/tensor"
-
 	ts "gorgonia.org/tensor"
 
 	"github.com/troupe-ml/troupe/nn"
 	"github.com/troupe-ml/troupe/safetensors"
+	"github.com/troupe-ml/troupe/tensor"
 )
 
 // LoRAConfig configures low-rank adapters (Hu et al. 2021) with PEFT's
