@@ -128,6 +128,13 @@ type halfPath struct {
 	gemv         func(mx, nb, k int, x []float32, ldx int, w []uint16, ldw int, f Half, dst []float32, ldo int)
 	gemvR, gemvM int
 	gemvK        int
+	// gemvXBytes, when set, bounds the bytes of x one gemv call reads, so
+	// that x stays in L1: fewer rows of x a call (down to one) when k is
+	// long. For a kernel that loads x once per row of w (gemvR = 1), x is
+	// most of its loads; one that uses each load of x on several rows of w
+	// reads x from L2 at little cost and loses more by streaming w once per
+	// row of x than it gains.
+	gemvXBytes int
 	// gemvPair, when set: for bfloat16, gemv wants x with each block of
 	// gemvPair values reordered as its even-indexed then its odd-indexed
 	// ones (pairOrder), the order in which a vector load of bfloat16 pairs
@@ -410,8 +417,8 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 // matrix-vector product is cut into.
 const gemvPieces = 4
 
-// gemvXBytes bounds the bytes of x one matrix-vector kernel call reads:
-// half of a 48 KiB L1 data cache, leaving the rest to the rows of w.
+// gemvXBytes is halfPath.gemvXBytes where it is set: half of a 48 KiB L1
+// data cache, leaving the rest to the rows of w.
 const gemvXBytes = 24 << 10
 
 var pairBufPool = sync.Pool{New: func() any { return new([]float32) }}
@@ -436,17 +443,22 @@ func pairOrder(dst, src []float32, bs int) {
 // order the kernel wants), the Go code the values past the kernel's part of
 // k from A. B's rows go in chunks of at most gemvChunk (whole blocks of
 // gemvR) and about 96 KiB; the kernel runs on each chunk once per group of
-// at most gemvM rows of x (fewer for a long k: gemvXBytes), so a chunk is
-// read from memory once and from L2 by the later groups. The rows past the
-// last whole block reuse the kernel on the final gemvR rows (recomputing
-// some) when n ≥ gemvR.
+// at most gemvM rows of x (fewer for a long k where the path sets
+// gemvXBytes), so a chunk is read from memory once and from L2 by the
+// later groups. The rows past the last whole block reuse the kernel on the
+// final gemvR rows (recomputing some) when n ≥ gemvR.
 func gemvHalfSerial(hp *halfPath, m, n, k int, alpha float32, a []float32, lda int, xk []float32, ldxk int, b []uint16, ldb int, f Half, beta float32, c []float32, ldc int) {
 	const gemvChunk = 512
-	// Each call's rows of x are read once per row of w: fewer of them when
-	// they would not stay in L1 (Qwen2.5-0.5B's down projection, k = 4864:
-	// one row, which took batched decoding's product from 52–55 to 67–77
-	// GFLOP/s at 8 rows on an AMD EPYC with a 48 KiB L1).
-	R, M := hp.gemvR, max(1, min(hp.gemvM, gemvXBytes/(4*k)))
+	// A path with gemvXBytes takes fewer rows of x a call when they would
+	// not stay in L1. Qwen2.5-0.5B's down projection (k = 4864) at 8 rows:
+	// one row a call took the AVX-512 kernel (gemvR = 1) from 52–55 to
+	// 67–77 GFLOP/s on an AMD EPYC with a 48 KiB L1; it would take the
+	// AVX2 kernel (gemvR = 4) from 46–47 down to 28–30, and the portable
+	// one from 2.6–3.2 to 1.7–2.0, on an AVX2-only EPYC with 32 KiB.
+	R, M := hp.gemvR, hp.gemvM
+	if hp.gemvXBytes > 0 {
+		M = max(1, min(M, hp.gemvXBytes/(4*k)))
+	}
 	kv := k / hp.gemvK * hp.gemvK
 	var tmp [4 * gemvChunk]float32
 	chunk := min(gemvChunk, max(R, (96<<10)/(2*k)/R*R))

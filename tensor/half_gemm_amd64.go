@@ -84,7 +84,7 @@ var hasHalfAVX2 = hasAVX2 && cpu.X86.HasF16C
 // matrix-vector kernel, which streams the weights one row at a time;
 // widening is the AVX2 kernel's, which reaches the bandwidth that bounds it.
 var (
-	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX512, gemvR: 1, gemvM: 4, gemvK: 32, gemvPair: 32, widen: widenAVX2}
+	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX512, gemvR: 1, gemvM: 4, gemvK: 32, gemvPair: 32, gemvXBytes: gemvXBytes, widen: widenAVX2}
 	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, kernBF16: kernelAVX2BF16, packBF16: packPairsAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPair: 16, widen: widenAVX2}
 )
 

@@ -510,7 +510,8 @@ func TestPackPairs(t *testing.T) {
 func TestGemvHalfRowsIndependent(t *testing.T) {
 	forEachHalfPath(t, func(t *testing.T, hp *halfPath) {
 		for _, f := range []Half{BF16, F16} {
-			// k = 2080 and 6200 take fewer rows of x a call (gemvXBytes).
+			// k = 2080 and 6200 take fewer rows of x a call on the paths
+			// that set gemvXBytes.
 			for _, s := range []struct{ n, k int }{{37, 96}, {300, 896}, {64, 100}, {1100, 640}, {150, 2080}, {40, 6200}} {
 				r := rand.New(rand.NewPCG(uint64(s.n), uint64(s.k)))
 				g := newHalfCase(r, f, true, HalfGEMVRows, s.n, s.k, 0, 0, 0, 1, 0)
