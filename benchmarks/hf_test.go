@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -136,6 +137,82 @@ func BenchmarkHFPrefill(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(8*128*b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+// BenchmarkHFThreads: what a second thread buys, measured as one run so
+// that the machine's drift falls on both sides. Each iteration runs the
+// work once on one thread and once on two (tensor.SetThreads), in turn
+// first; speedup is the one-thread time over the two-thread time, summed
+// over the iterations. decode is BenchmarkHFDecode's work timed from the
+// batch's first tokens; prefill BenchmarkHFPrefill's.
+//
+//	GOMAXPROCS=2 go test ./benchmarks -run '^$' -bench HFThreads -benchtime 8x
+func BenchmarkHFThreads(b *testing.B) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("needs GOMAXPROCS ≥ 2")
+	}
+	type work struct {
+		name   string
+		tokens int
+		run    func(m *hf.Model) time.Duration
+	}
+	decode := func(batch int) work {
+		return work{"decode/batch=" + strconv.Itoa(batch), batch * 31, func(m *hf.Model) time.Duration {
+			prompts := make([][]int, batch)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := range prompts {
+				for range 32 {
+					prompts[i] = append(prompts[i], rng.IntN(m.Config.Vocab))
+				}
+			}
+			var first time.Time
+			events := 0
+			emit := func(textgen.TokenEvent) {
+				if events++; events == batch {
+					first = time.Now()
+				}
+			}
+			if _, err := m.Generate(context.Background(), nil, prompts, textgen.GenerateOptions{MaxTokens: 32}, emit); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(first)
+		}}
+	}
+	prefill := work{"prefill/batch=8", 8 * 128, func(m *hf.Model) time.Duration {
+		dec := m.Decoder()
+		rng := rand.New(rand.NewPCG(5, 6))
+		batch := make([]textgen.Input, 8)
+		for i := range batch {
+			for range 128 {
+				batch[i].Tokens = append(batch[i].Tokens, rng.IntN(m.Config.Vocab))
+			}
+			batch[i].Logits, batch[i].Cache = true, dec.NewCache(128)
+		}
+		logp := make([]float32, 8*m.Config.Vocab)
+		start := time.Now()
+		if err := dec.Step(batch, logp); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}}
+	for _, w := range []work{decode(1), decode(8), prefill} {
+		b.Run("qwen2-0.5b/"+w.name, func(b *testing.B) {
+			m := hfModel(b, "qwen2-0.5b")
+			prev := kern.SetThreads(1)
+			b.Cleanup(func() { kern.SetThreads(prev) })
+			var t [3]time.Duration // by thread count
+			for i := range b.N {
+				for j := range 2 {
+					threads := 1 + (i+j)%2
+					kern.SetThreads(threads)
+					t[threads] += w.run(m)
+				}
+			}
+			b.ReportMetric(float64(w.tokens*b.N)/t[1].Seconds(), "tokens/s-1")
+			b.ReportMetric(float64(w.tokens*b.N)/t[2].Seconds(), "tokens/s-2")
+			b.ReportMetric(t[1].Seconds()/t[2].Seconds(), "speedup")
 		})
 	}
 }
