@@ -67,39 +67,11 @@ func BenchmarkHFDecode(b *testing.B) {
 				m := hfModel(b, shape)
 				prev := kern.SetThreads(c.threads)
 				b.Cleanup(func() { kern.SetThreads(prev) })
-				rng := rand.New(rand.NewPCG(1, 2))
-				prompts := make([][]int, batch)
-				for i := range prompts {
-					for j := 0; j < 32; j++ {
-						prompts[i] = append(prompts[i], rng.IntN(m.Config.Vocab))
-					}
-				}
-				opts := textgen.GenerateOptions{MaxTokens: 32}
-				// The decoding steps alone: from the batch's first tokens
-				// (the prefill's) to its last, as the llama.cpp anchor
-				// counts its decode figure.
+				prompts := hfPrompts(m, batch)
 				var decode time.Duration
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					var start, first time.Time
-					events := 0
-					emit := func(textgen.TokenEvent) {
-						if events++; events == batch {
-							first = time.Now()
-						}
-					}
-					start = time.Now()
-					gens, err := m.Generate(context.Background(), nil, prompts, opts, emit)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if first.IsZero() {
-						first = start
-					}
-					decode += time.Since(first)
-					if len(gens[0].Tokens) != 32 {
-						b.Fatalf("generated %d tokens, want 32", len(gens[0].Tokens))
-					}
+					decode += hfGenerate(b, m, prompts)
 				}
 				b.ReportMetric(float64(batch*32*b.N)/b.Elapsed().Seconds(), "tokens/s")
 				b.ReportMetric(float64(batch*31*b.N)/decode.Seconds(), "decode-tokens/s")
@@ -117,24 +89,9 @@ func BenchmarkHFPrefill(b *testing.B) {
 			m := hfModel(b, "qwen2-0.5b")
 			prev := kern.SetThreads(threads)
 			b.Cleanup(func() { kern.SetThreads(prev) })
-			dec := m.Decoder()
-			rng := rand.New(rand.NewPCG(5, 6))
-			batch := make([]textgen.Input, 8)
-			for i := range batch {
-				for j := 0; j < 128; j++ {
-					batch[i].Tokens = append(batch[i].Tokens, rng.IntN(m.Config.Vocab))
-				}
-				batch[i].Logits = true
-			}
-			logp := make([]float32, 8*m.Config.Vocab)
 			b.ResetTimer()
 			for range b.N {
-				for i := range batch {
-					batch[i].Cache = dec.NewCache(128)
-				}
-				if err := dec.Step(batch, logp); err != nil {
-					b.Fatal(err)
-				}
+				hfPrefill(b, m)
 			}
 			b.ReportMetric(float64(8*128*b.N)/b.Elapsed().Seconds(), "tokens/s")
 		})
@@ -156,45 +113,16 @@ func BenchmarkHFThreads(b *testing.B) {
 	type work struct {
 		name   string
 		tokens int
-		run    func(m *hf.Model) time.Duration
+		run    func(m *hf.Model) time.Duration // the time to count
 	}
 	decode := func(batch int) work {
 		return work{"decode/batch=" + strconv.Itoa(batch), batch * 31, func(m *hf.Model) time.Duration {
-			prompts := make([][]int, batch)
-			rng := rand.New(rand.NewPCG(1, 2))
-			for i := range prompts {
-				for range 32 {
-					prompts[i] = append(prompts[i], rng.IntN(m.Config.Vocab))
-				}
-			}
-			var first time.Time
-			events := 0
-			emit := func(textgen.TokenEvent) {
-				if events++; events == batch {
-					first = time.Now()
-				}
-			}
-			if _, err := m.Generate(context.Background(), nil, prompts, textgen.GenerateOptions{MaxTokens: 32}, emit); err != nil {
-				b.Fatal(err)
-			}
-			return time.Since(first)
+			return hfGenerate(b, m, hfPrompts(m, batch))
 		}}
 	}
 	prefill := work{"prefill/batch=8", 8 * 128, func(m *hf.Model) time.Duration {
-		dec := m.Decoder()
-		rng := rand.New(rand.NewPCG(5, 6))
-		batch := make([]textgen.Input, 8)
-		for i := range batch {
-			for range 128 {
-				batch[i].Tokens = append(batch[i].Tokens, rng.IntN(m.Config.Vocab))
-			}
-			batch[i].Logits, batch[i].Cache = true, dec.NewCache(128)
-		}
-		logp := make([]float32, 8*m.Config.Vocab)
 		start := time.Now()
-		if err := dec.Step(batch, logp); err != nil {
-			b.Fatal(err)
-		}
+		hfPrefill(b, m)
 		return time.Since(start)
 	}}
 	for _, w := range []work{decode(1), decode(8), prefill} {
@@ -214,6 +142,61 @@ func BenchmarkHFThreads(b *testing.B) {
 			b.ReportMetric(float64(w.tokens*b.N)/t[2].Seconds(), "tokens/s-2")
 			b.ReportMetric(t[1].Seconds()/t[2].Seconds(), "speedup")
 		})
+	}
+}
+
+// hfPrompts is BenchmarkHFDecode's batch of 32-token prompts.
+func hfPrompts(m *hf.Model, batch int) [][]int {
+	rng := rand.New(rand.NewPCG(1, 2))
+	prompts := make([][]int, batch)
+	for i := range prompts {
+		for range 32 {
+			prompts[i] = append(prompts[i], rng.IntN(m.Config.Vocab))
+		}
+	}
+	return prompts
+}
+
+// hfGenerate generates 32 greedy tokens for every prompt and returns the
+// time of the decoding steps alone: from the batch's first tokens (the
+// prefill's) to its last, as the llama.cpp anchor counts its decode
+// figure.
+func hfGenerate(b *testing.B, m *hf.Model, prompts [][]int) time.Duration {
+	start := time.Now()
+	var first time.Time
+	events := 0
+	emit := func(textgen.TokenEvent) {
+		if events++; events == len(prompts) {
+			first = time.Now()
+		}
+	}
+	gens, err := m.Generate(context.Background(), nil, prompts, textgen.GenerateOptions{MaxTokens: 32}, emit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(gens[0].Tokens) != 32 {
+		b.Fatalf("generated %d tokens, want 32", len(gens[0].Tokens))
+	}
+	if first.IsZero() {
+		first = start
+	}
+	return time.Since(first)
+}
+
+// hfPrefill runs BenchmarkHFPrefill's forward pass once: 8 prompts of 128
+// tokens into new caches, logits of their last positions included.
+func hfPrefill(b *testing.B, m *hf.Model) {
+	dec := m.Decoder()
+	rng := rand.New(rand.NewPCG(5, 6))
+	batch := make([]textgen.Input, 8)
+	for i := range batch {
+		for range 128 {
+			batch[i].Tokens = append(batch[i].Tokens, rng.IntN(m.Config.Vocab))
+		}
+		batch[i].Logits, batch[i].Cache = true, dec.NewCache(128)
+	}
+	if err := dec.Step(batch, make([]float32, 8*m.Config.Vocab)); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -398,9 +398,7 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 		return
 	}
 	// B's rows in pieces of whole blocks of gemvR, gemvPieces a worker,
-	// that the workers take in turn: a worker that starts late (a thread
-	// woken, a vCPU the hypervisor preempted) leaves its share to the
-	// others instead of holding up the region.
+	// taken in turn (parallelPieces).
 	tn := n / hp.gemvR
 	pieces := min(tn, nw*gemvPieces, n*k/(gemvParMinWeights/gemvPieces))
 	parallelPieces(nw, pieces, func(p int) {
