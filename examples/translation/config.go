@@ -44,7 +44,7 @@ type Config struct {
 
 	// RL: GRPO on each server, plain SGD (steps in proportion to the
 	// gradient) with a k3 KL penalty to the warm start.
-	Steps       int     `key:"steps"`         // GRPO steps per server
+	Steps       int     `key:"steps"`         // GRPO steps per server (the miniatures; lora-steps with pretrained models)
 	Batch       int     `key:"batch"`         // tasks per step
 	Repeats     int     `key:"repeats"`       // episodes per task (the GRPO group)
 	RLLR        float64 `key:"rl-lr"`         // small model's learning rate
@@ -61,6 +61,9 @@ type Config struct {
 	LargeModelDir string  `key:"large-model-dir"`
 	LoRALR        float64 `key:"lora-lr"`       // AdamW learning rate of the small one's LoRA adapter (rank 16)
 	LoRALRLarge   float64 `key:"lora-lr-large"` // and of the larger one's
+	// GRPO steps per server on this path; the learning rates warm up over
+	// the first twentieth and decay by a cosine to a tenth at the last.
+	LoRASteps int `key:"lora-steps"`
 	// -export-hf's Qwen3-shaped models (hidden width, layers; both roles)
 	// and their warm starts' steps (small; larger), on the warm start's data.
 	HFDim        int `key:"hf-dim"`
@@ -79,7 +82,7 @@ func DefaultConfig() Config {
 		MaxEn: 48, MaxZh: 24, EvalSplit: "test",
 		WarmSteps: 4000, CopySteps: 1500, LargeWarmSteps: 1000, WarmBatch: 16, WarmLR: 3e-3, FinalFrac: 0.4, Pseudo: 0.5,
 		Steps: 100, Batch: 4, Repeats: 8, RLLR: 0.05, RLLRLarge: 0.1, KLSmall: 0.2, KLLarge: 0.1, HardFrac: 0.5, RLTemp: 1, RLTempLarge: 0.5,
-		LoRALR: 1e-3, LoRALRLarge: 3e-4, HFDim: 128, HFLayers: 3, HFSteps: 2000, HFLargeSteps: 700,
+		LoRALR: 1e-3, LoRALRLarge: 3e-4, LoRASteps: 200, HFDim: 128, HFLayers: 3, HFSteps: 2000, HFLargeSteps: 700,
 		Seed: 1,
 	}
 }
@@ -90,7 +93,7 @@ func QuickConfig() Config {
 	c.SmallDim, c.SmallLayers, c.SmallCopy, c.LargeDim, c.LargeLayers, c.LargeCopy = 32, 1, 8, 32, 1, 8
 	c.MaxLen, c.Vocab, c.MaxEn, c.MaxZh, c.EvalN = 96, 320, 32, 16, 16
 	c.WarmSteps, c.CopySteps, c.LargeWarmSteps, c.WarmBatch, c.RoughTasks = 300, 100, 150, 8, 32
-	c.Steps, c.Batch, c.Repeats = 4, 2, 4
+	c.Steps, c.LoRASteps, c.Batch, c.Repeats = 4, 4, 2, 4
 	c.HFDim, c.HFLayers, c.HFSteps, c.HFLargeSteps = 32, 1, 60, 30
 	return c
 }
@@ -181,7 +184,7 @@ func (c *Config) LoadFile(path string) error {
 // check refuses values a run cannot use.
 func (c *Config) check() error {
 	f := c.fields()
-	for _, k := range []string{"small-dim", "small-layers", "large-dim", "large-layers", "vocab", "warm-batch", "steps", "batch", "repeats", "hf-layers", "hf-steps", "hf-large-steps"} {
+	for _, k := range []string{"small-dim", "small-layers", "large-dim", "large-layers", "vocab", "warm-batch", "steps", "lora-steps", "batch", "repeats", "hf-layers", "hf-steps", "hf-large-steps"} {
 		if v := f[k].Int(); v < 1 {
 			return fmt.Errorf("%s must be at least 1, got %d", k, v)
 		}

@@ -208,3 +208,12 @@ func run(o options) (*report, error) {
 
 // rlSeed is the RL phase's seed.
 func (o *options) rlSeed() uint64 { return cmp.Or(o.RLSeed, o.Seed) }
+
+// rlSteps is the GRPO steps per server: steps for the miniatures,
+// lora-steps for pretrained models.
+func (o *options) rlSteps() int {
+	if o.SmallModelDir != "" {
+		return o.LoRASteps
+	}
+	return o.Steps
+}

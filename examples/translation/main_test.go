@@ -50,8 +50,8 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.steps) != o.Steps {
-		t.Fatalf("%d RL steps recorded, want %d", len(rep.steps), o.Steps)
+	if len(rep.steps) != o.rlSteps() {
+		t.Fatalf("%d RL steps recorded, want %d", len(rep.steps), o.rlSteps())
 	}
 	last := rep.steps[len(rep.steps)-1]
 	if last.GlobalSmall < int64(o.Steps) || last.GlobalLarge < int64(o.Steps) {
@@ -606,8 +606,8 @@ func TestServersMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.steps) != o.Steps {
-		t.Fatalf("%d rounds recorded, want %d", len(rep.steps), o.Steps)
+	if len(rep.steps) != o.rlSteps() {
+		t.Fatalf("%d rounds recorded, want %d", len(rep.steps), o.rlSteps())
 	}
 	for i, srv := range servers {
 		if acc := srv.Accounting(); acc.Ended == 0 || acc.TrainedEpisodes == 0 {

@@ -97,22 +97,27 @@ func (o *options) pretrainedStarts(train []task) (w *warmed, closeAll func(), er
 			}
 		}
 		kl, lr := [2]float64{o.KLSmall, o.KLLarge}[i], [2]float64{o.LoRALR, o.LoRALRLarge}[i]
-		m, pol, err := newHFModel(name, l.base, l.tok, o.Seed+uint64(i), lr, kl, i == 1)
+		m, pol, err := newHFModel(name, l.base, l.tok, o.Seed+uint64(i), lr, kl, o.LoRASteps, i == 1)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s model %s: %w", name, dir, err)
 		}
 		w.models[i] = m
 		w.dec[i] = hfDecoder(l.base, l.tok, pol.Adapter)
-		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections, AdamW %g, KL β %g to the base", name, dir, l.base.Config.Arch, l.base.Config.NumParams(), lr, kl)
+		logf("%s model: pretrained %s (%s, %d parameters), LoRA rank 16 on the seven projections, AdamW %g (warm-up, then a cosine to a tenth over %d steps), KL β %g to the base", name, dir, l.base.Config.Arch, l.base.Config.NumParams(), lr, o.LoRASteps, kl)
 	}
 	return w, closeAll, nil
 }
 
 // newHFModel serves a pretrained base through a new LoRA adapter (rank 16)
-// trained by GRPO with AdamW at lr, the miniatures' recipe otherwise: a k3
-// KL penalty to the base (the adapter switched off) when klCoef > 0, and
-// with maskFirst each sampled answer's first token as context.
-func newHFModel(name string, base *hf.Model, tok *hf.Tokenizer, seed uint64, lr, klCoef float64, maskFirst bool) (*adapter.Adapter, *policies.LoRA, error) {
+// trained by GRPO with AdamW, the miniatures' recipe otherwise: a k3 KL
+// penalty to the base (the adapter switched off) when klCoef > 0, and with
+// maskFirst each sampled answer's first token as context. The learning rate
+// warms up over the first steps/20+1 of the run's GRPO steps (one optimizer
+// step each) to lr, then decays by a cosine to lr/10 at the last (TRL's
+// GRPO trainer, too, decays its rate over the run by default): at a
+// constant lr the detector's early gain in reward was lost, with its JSON,
+// in a longer run.
+func newHFModel(name string, base *hf.Model, tok *hf.Tokenizer, seed uint64, lr, klCoef float64, steps int, maskFirst bool) (*adapter.Adapter, *policies.LoRA, error) {
 	if !tok.HasChatTemplate() {
 		return nil, nil, fmt.Errorf("the tokenizer has no chat template")
 	}
@@ -124,7 +129,7 @@ func newHFModel(name string, base *hf.Model, tok *hf.Tokenizer, seed uint64, lr,
 	if klCoef > 0 {
 		cfg.Ref, cfg.KLCoef = policies.LoRABase{Model: base}, klCoef
 	}
-	opt := nn.NewAdamW(nn.Constant(lr), 0)
+	opt := nn.NewAdamW(nn.WarmupCosine(lr, steps/20+1, steps, lr/10), 0)
 	pol := policies.NewLoRA(ad, opt, 1)
 	maxLen := min(base.Config.MaxPos, hfmodel.DefaultMaxLen)
 	// Sequences sample from the adapter's snapshot, republished after

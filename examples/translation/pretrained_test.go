@@ -50,7 +50,7 @@ func TestPretrainedQuickRun(t *testing.T) {
 	}
 	dir := tinyPretrained(t)
 	out := t.TempDir()
-	o := quickOptions(t, out, "-small-model-dir", dir, "-large-model-dir", dir, "-set", "steps=2", "-set", "eval-n=4")
+	o := quickOptions(t, out, "-small-model-dir", dir, "-large-model-dir", dir, "-set", "lora-steps=2", "-set", "eval-n=4")
 	rep, err := run(o)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestExportHFQuickRun(t *testing.T) {
 		t.Error(err)
 	}
 	out := t.TempDir()
-	rep, err := run(quickOptions(t, out, "-small-model-dir", filepath.Join(dir, "small"), "-large-model-dir", filepath.Join(dir, "large"), "-set", "steps=2", "-set", "eval-n=4"))
+	rep, err := run(quickOptions(t, out, "-small-model-dir", filepath.Join(dir, "small"), "-large-model-dir", filepath.Join(dir, "large"), "-set", "lora-steps=2", "-set", "eval-n=4"))
 	if err != nil {
 		t.Fatal(err)
 	}

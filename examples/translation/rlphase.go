@@ -198,10 +198,10 @@ func (o *options) rlPhase(e *env, w *warmed, srv *rlServers, rep *report) error 
 	var bar *progressbar.ProgressBar
 	lead := ""
 	if rlmetrics.IsTerminal(os.Stderr) {
-		bar = progressbar.NewOptions(o.Steps, progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
+		bar = progressbar.NewOptions(o.rlSteps(), progressbar.OptionSetDescription("GRPO"), progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount())
 		lead = "\n"
 	}
-	for step := 0; step < o.Steps; step++ {
+	for step := range o.rlSteps() {
 		batch := make([]task, o.Batch)
 		for i := range batch {
 			// Error-prone slots spread evenly: with 0.5, the odd ones.
