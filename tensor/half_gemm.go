@@ -140,7 +140,9 @@ type halfPath struct {
 	// ones (pairOrder), the order in which a vector load of bfloat16 pairs
 	// widens.
 	gemvPair int
-	widen    func(dst []float32, src []uint16, f Half)
+	// pairOrder, when set, does pairOrder's work faster.
+	pairOrder func(dst, src []float32, bs int)
+	widen     func(dst []float32, src []uint16, f Half)
 	// kernBF16, when set, takes bfloat16 products on the packed path: a
 	// micro-kernel that widens B in registers (widening is exact and free
 	// beside the FMAs) from panels of 16-bit pairs that packBF16 packs;
@@ -386,21 +388,32 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 			*bp = make([]float32, m*kv)
 		}
 		xk, ldxk = (*bp)[:m*kv], kv
+		order := hp.pairOrder
+		if order == nil {
+			order = pairOrder
+		}
 		for i := 0; i < m; i++ {
-			pairOrder(xk[i*kv:(i+1)*kv], a[i*lda:i*lda+kv], hp.gemvPair)
+			order(xk[i*kv:(i+1)*kv], a[i*lda:i*lda+kv], hp.gemvPair)
 		}
 	}
-	// Each goroutine should stream at least gemvParMinWeights weights.
-	const gemvParMinWeights = 1 << 18
-	nw := min(threads, n*k/gemvParMinWeights, n/hp.gemvR)
+	// Each goroutine should do at least gemvParMinWork multiply-adds: one
+	// row of x streams that many weights, more rows reuse each weight for
+	// as many products (so a decoding batch splits the key and value
+	// projections too).
+	const gemvParMinWork = 1 << 18
+	work := m * n * k
+	nw := min(threads, work/gemvParMinWork, n/hp.gemvR)
 	if nw <= 1 {
 		gemvHalfSerial(hp, m, n, k, alpha, a, lda, xk, ldxk, b, ldb, f, beta, c, ldc)
 		return
 	}
-	// B's rows in pieces of whole blocks of gemvR, gemvPieces a worker,
-	// taken in turn (parallelPieces).
+	// B's rows in pieces of whole blocks of gemvR taken in turn
+	// (parallelPieces): gemvPieces a worker, and for a large B (a
+	// vocabulary's output projection) pieces of at most about
+	// gemvPieceWeights, so that the threads finish within a short piece of
+	// each other.
 	tn := n / hp.gemvR
-	pieces := min(tn, nw*gemvPieces, n*k/(gemvParMinWeights/gemvPieces))
+	pieces := min(tn, max(nw*gemvPieces, n*k/gemvPieceWeights), work/(gemvParMinWork/gemvPieces))
 	parallelPieces(nw, pieces, func(p int) {
 		j0 := tn * p / pieces * hp.gemvR
 		j1 := tn * (p + 1) / pieces * hp.gemvR
@@ -412,8 +425,12 @@ func gemvHalfParallel(hp *halfPath, threads int, m, n, k int, alpha float32, a [
 }
 
 // gemvPieces is how many pieces a worker's share of a parallel
-// matrix-vector product is cut into.
-const gemvPieces = 4
+// matrix-vector product is cut into at least; gemvPieceWeights is the most
+// weights of B a piece has beyond that (2 MiB of 16-bit values).
+const (
+	gemvPieces       = 4
+	gemvPieceWeights = 1 << 20
+)
 
 // gemvXBytes is halfPath.gemvXBytes where it is set: half of a 48 KiB L1
 // data cache, leaving the rest to the rows of w.

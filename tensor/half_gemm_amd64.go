@@ -34,6 +34,9 @@ func packPairsRunsAVX2(panel, src *uint16, ld, kb int)
 func packPairsTAVX2(panel, src *uint16, ld, k8 int)
 
 //go:noescape
+func pairOrderAVX2(dst, src *float32, blocks, bs int)
+
+//go:noescape
 func hgemvBF16AVX2M1(nb, k16 int, x *float32, ldx int, w *uint16, ldw int, dst *float32, ldo int)
 
 //go:noescape
@@ -84,8 +87,8 @@ var hasHalfAVX2 = hasAVX2 && cpu.X86.HasF16C
 // matrix-vector kernel, which streams the weights one row at a time;
 // widening is the AVX2 kernel's, which reaches the bandwidth that bounds it.
 var (
-	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX512, gemvR: 1, gemvM: 4, gemvK: 32, gemvPair: 32, gemvXBytes: gemvXBytes, widen: widenAVX2}
-	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, kernBF16: kernelAVX2BF16, packBF16: packPairsAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPair: 16, widen: widenAVX2}
+	halfAVX512 = &halfPath{name: "avx512", kern: kernelAVX512, packB: packBHalfAVX2, gemv: gemvHalfAVX512, gemvR: 1, gemvM: 4, gemvK: 32, gemvPair: 32, pairOrder: pairOrderVec, gemvXBytes: gemvXBytes, widen: widenAVX2}
+	halfAVX2   = &halfPath{name: "avx2", kern: kernelAVX2, kernBF16: kernelAVX2BF16, packBF16: packPairsAVX2, packB: packBHalfAVX2, gemv: gemvHalfAVX2, gemvR: 4, gemvM: 3, gemvK: 16, gemvPair: 16, pairOrder: pairOrderVec, widen: widenAVX2}
 )
 
 // halfPaths lists the GemmHalf implementations of this build, fastest
@@ -95,6 +98,14 @@ func halfPaths() []halfPathAvail {
 		{halfAVX512, hasAVX512 && hasHalfAVX2},
 		{halfAVX2, hasHalfAVX2},
 		{halfGo, true},
+	}
+}
+
+// pairOrderVec is pairOrder for bs a multiple of 16 (both paths' gemvPair).
+func pairOrderVec(dst, src []float32, bs int) {
+	if n := len(src) / bs; n > 0 {
+		_ = dst[len(src)-1]
+		pairOrderAVX2(&dst[0], &src[0], n, bs)
 	}
 }
 

@@ -1784,3 +1784,38 @@ packPairsTAVX2_done:
 	VZEROUPPER
 	RET
 
+// func pairOrderAVX2(dst, src *float32, blocks, bs int)
+TEXT ·pairOrderAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ blocks+16(FP), CX
+	MOVQ bs+24(FP), DX
+	MOVQ DX, R8
+	SHRQ $4, R8
+	MOVQ DX, R9
+	SHLQ $1, R9
+	TESTQ CX, CX
+	JEQ pairOrderAVX2_done
+pairOrderAVX2_block:
+	MOVQ R8, R10
+	MOVQ DI, R11
+pairOrderAVX2_part:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VSHUFPS $0x88, Y1, Y0, Y2
+	VSHUFPS $0xDD, Y1, Y0, Y3
+	VPERMPD $0xD8, Y2, Y2
+	VPERMPD $0xD8, Y3, Y3
+	VMOVUPS Y2, (R11)
+	VMOVUPS Y3, (R11)(R9*1)
+	ADDQ $64, SI
+	ADDQ $32, R11
+	DECQ R10
+	JNE pairOrderAVX2_part
+	LEAQ (DI)(DX*4), DI
+	DECQ CX
+	JNE pairOrderAVX2_block
+pairOrderAVX2_done:
+	VZEROUPPER
+	RET
+

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/troupe-ml/troupe/tensor"
 )
 
 // Errors of Engine.Generate and Generate that a server maps to answers:
@@ -168,6 +170,7 @@ type Engine struct {
 	nRunning int // sequences of the running requests not finished
 	reserved int64
 	logp     []float32
+	draws    []draw // a step's token draws, reused
 
 	stats struct {
 		waiting, running   atomic.Int64
@@ -434,6 +437,7 @@ func (e *Engine) step() {
 	row := 0
 	decoding, adapters := 0, 0
 	var last any = inputs[0].Adapter
+	draws := e.draws[:0]
 	for k, it := range items {
 		if k == 0 || inputs[k].Adapter != last {
 			adapters++
@@ -450,14 +454,27 @@ func (e *Engine) step() {
 			for _, o := range s.shares {
 				o.cache = s.cache.Fork()
 				o.state = stateDecode
-				e.sample(o, lp)
+				draws = append(draws, draw{s: o, lp: lp})
 			}
 			s.shares = nil
 		} else {
 			decoding++
 		}
-		e.sample(s, lp)
+		draws = append(draws, draw{s: s, lp: lp})
 	}
+	// Each sequence draws from its own random source, so the draws run on
+	// the forward pass's threads (a pass over the vocabulary each, which on
+	// one thread would hold up the step) and are then taken in order.
+	tensor.ParallelFor(len(draws), max(1, drawGrain/V), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			draws[i].pick()
+		}
+	})
+	for i := range draws {
+		e.accept(&draws[i])
+	}
+	clear(draws)
+	e.draws = draws[:0]
 	e.stats.steps.Add(1)
 	e.stats.tokens.Add(int64(tokens))
 	e.running = slices.DeleteFunc(e.running, func(r *request) bool { return r.finished })
@@ -547,17 +564,39 @@ func groupByAdapter(inputs []Input, items []*seq) {
 	}
 }
 
-// sample draws sequence s's next token from lp and finishes it when it
-// stops.
-func (e *Engine) sample(s *seq, lp []float32) {
+// drawGrain is the fewest vocabulary entries worth a goroutine when
+// drawing tokens.
+const drawGrain = 1 << 16
+
+// draw is one sequence's token drawn from one row of log-probabilities.
+type draw struct {
+	s   *seq
+	lp  []float32
+	tok int
+	top []TokenLogProb
+}
+
+// pick draws d's token (and its top log-probabilities): it reads d.lp and
+// uses only d.s's random source.
+func (d *draw) pick() {
+	o := &d.s.r.opts
+	d.tok = SampleTokenOnePass(d.lp, *o, d.s.rng)
+	if o.TopLogProbs > 0 {
+		d.top = TopLogProbs(d.lp, o.TopLogProbs)
+	}
+}
+
+// accept appends d's token to its sequence and finishes the sequence when
+// it stops.
+func (e *Engine) accept(d *draw) {
+	s, lp, tok := d.s, d.lp, d.tok
 	r := s.r
 	o := &r.opts
-	tok := SampleTokenOnePass(lp, *o, s.rng)
 	ev := TokenEvent{Prompt: s.i, Token: tok, LogProb: lp[tok], Version: r.version}
 	s.gen.Tokens = append(s.gen.Tokens, tok)
 	s.gen.LogProbs = append(s.gen.LogProbs, lp[tok])
 	if o.TopLogProbs > 0 {
-		ev.TopLogProbs = TopLogProbs(lp, o.TopLogProbs)
+		ev.TopLogProbs = d.top
 		s.gen.TopLogProbs = append(s.gen.TopLogProbs, ev.TopLogProbs)
 	}
 	switch {

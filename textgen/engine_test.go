@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/troupe-ml/troupe/tensor"
 )
 
 // fakeDecoder is a deterministic language model: the distribution after a
@@ -444,5 +446,27 @@ func TestGenerateStops(t *testing.T) {
 	}
 	if _, err := Generate(context.Background(), short, [][]int{make([]int, 10)}, GenerateOptions{}, nil); err == nil {
 		t.Error("a prompt as long as the context was accepted")
+	}
+}
+
+// TestEngineDrawsOnThreads: with a vocabulary large enough that a step's
+// draws split over the threads, every sequence gets the tokens (and top
+// log-probabilities) it gets with the draws on one thread, identical
+// prompts (one prefill, forked draws) included.
+func TestEngineDrawsOnThreads(t *testing.T) {
+	prompts := [][]int{{1, 2, 3}, {1, 2, 3}, {4, 5}, {6}, {7, 8, 9, 10}}
+	opts := GenerateOptions{MaxTokens: 6, Temperature: 1, Seed: 7, TopLogProbs: 2}
+	run := func(threads int) []Generation {
+		prev := tensor.SetThreads(threads)
+		defer tensor.SetThreads(prev)
+		got, err := Generate(context.Background(), &fakeDecoder{vocab: drawGrain, maxLen: 64}, prompts, opts, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := run(1)
+	if d := cmp.Diff(want, run(3)); d != "" {
+		t.Errorf("draws on 3 threads differ from one (-one +three):\n%s", d)
 	}
 }
